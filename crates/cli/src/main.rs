@@ -1,0 +1,196 @@
+//! `sugarshack`: the command line. Thin by design — it parses arguments, calls the library
+//! crates (`lake`, `sugarbush`, `shack`, `tide`) and prints what they return: tables that line up
+//! for people, JSON on request for machines. Errors are one line that names the problem.
+
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use lake::{At, Catalog};
+
+use crate::output::Format;
+
+#[derive(Parser, Debug)]
+#[command(name = "sugarshack", version, about = "A local-first Iceberg lakehouse: tap, boil, grade, publish")]
+struct Cli {
+    /// The catalog root (a folder; the log of catalog versions lands here).
+    #[arg(long, global = true, env = "SUGARSHACK_CATALOG", default_value = "catalog")]
+    catalog: PathBuf,
+    /// The warehouse root (landing/, truth/ and one folder per table).
+    #[arg(long, global = true, env = "SUGARSHACK_WAREHOUSE", default_value = "warehouse")]
+    warehouse: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run SQL over every table of the catalog (`bronze.payments`, …), at `main` by default.
+    Query {
+        /// The SQL (DataFusion dialect).
+        sql: String,
+        /// Read this branch or tag instead of `main`.
+        #[arg(long, conflicts_with = "snapshot")]
+        branch: Option<String>,
+        /// Read the table holding this snapshot id at that snapshot.
+        #[arg(long)]
+        snapshot: Option<i64>,
+        /// Read as of this catalog version instead of the newest.
+        #[arg(long)]
+        version: Option<u64>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// A table's snapshots (ancestry, newest first), like Iceberg's `snapshots` metadata table.
+    Snapshots {
+        /// `namespace.table`.
+        table: String,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Every table's branches and tags, like Iceberg's `refs` metadata table.
+    Branches {
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// The catalog's log of versions, newest last.
+    Log {
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+}
+
+fn open(cli: &Cli) -> anyhow::Result<Catalog> {
+    Catalog::open_local(&cli.catalog, &cli.warehouse)
+        .with_context(|| format!("opening the lake at {} and {}", cli.catalog.display(), cli.warehouse.display()))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match &cli.command {
+        Command::Query { sql, branch, snapshot, version, format } => {
+            let lake = open(&cli)?;
+            let at = match (branch, snapshot) {
+                (Some(b), _) => At::reference(b),
+                (None, Some(s)) => At::Snapshot(*s),
+                (None, None) => At::Main,
+            };
+            let ctx = lake.sql(*version, &at).await?;
+            if let (At::Snapshot(s), true) = (&at, ctx.registered.is_empty()) {
+                anyhow::bail!("no table has snapshot {s}");
+            }
+            let batches = ctx.query(sql).await?;
+            output::print_batches(&batches, *format)?;
+        }
+        Command::Snapshots { table, format } => {
+            let lake = open(&cli)?;
+            let t = lake.table(table).await?;
+            let mut rows = Vec::new();
+            let mut heads: Vec<i64> = t.refs().iter().map(|r| r.snapshot_id).collect();
+            heads.sort_unstable();
+            heads.dedup();
+            let mut seen = std::collections::HashSet::new();
+            let mut all = Vec::new();
+            for h in heads {
+                for s in t.ancestry(h)? {
+                    if seen.insert(s.snapshot_id) {
+                        all.push(s);
+                    }
+                }
+            }
+            for s in t.snapshots() {
+                if seen.insert(s.snapshot_id) {
+                    all.push(s);
+                }
+            }
+            all.sort_by_key(|s| std::cmp::Reverse(s.sequence_number));
+            for s in all {
+                let refs: Vec<String> = t.refs().into_iter().filter(|r| r.snapshot_id == s.snapshot_id).map(|r| r.name).collect();
+                rows.push(serde_json::json!({
+                    "sequence": s.sequence_number,
+                    "snapshot_id": s.snapshot_id,
+                    "parent_id": s.parent_id,
+                    "committed_at": output::ms_to_utc(s.timestamp_ms),
+                    "operation": s.operation,
+                    "added_records": s.summary.get("added-records").cloned().unwrap_or_default(),
+                    "total_records": s.summary.get("total-records").cloned().unwrap_or_default(),
+                    "refs": refs.join(","),
+                    "summary": s.summary,
+                }));
+            }
+            output::print_json_rows(
+                &rows,
+                *format,
+                &["sequence", "snapshot_id", "parent_id", "committed_at", "operation", "added_records", "total_records", "refs"],
+            )?;
+        }
+        Command::Branches { format } => {
+            let lake = open(&cli)?;
+            let mut rows = Vec::new();
+            for name in lake.list_tables().await? {
+                let t = lake.table(&name.to_string()).await?;
+                for r in t.refs() {
+                    let s = t.snapshot(r.snapshot_id)?;
+                    rows.push(serde_json::json!({
+                        "table": name.to_string(),
+                        "ref": r.name,
+                        "type": r.kind,
+                        "snapshot_id": r.snapshot_id,
+                        "sequence": s.sequence_number,
+                        "committed_at": output::ms_to_utc(s.timestamp_ms),
+                        "total_records": s.summary.get("total-records").cloned().unwrap_or_default(),
+                    }));
+                }
+            }
+            output::print_json_rows(
+                &rows,
+                *format,
+                &["table", "ref", "type", "snapshot_id", "sequence", "committed_at", "total_records"],
+            )?;
+        }
+        Command::Log { format } => {
+            let lake = open(&cli)?;
+            let mut rows = Vec::new();
+            for v in lake.log().await? {
+                rows.push(serde_json::json!({
+                    "version": v.version,
+                    "committed_at": output::ms_to_utc(v.committed_at_ms),
+                    "operation": v.operation,
+                    "tables": v.changed.join(","),
+                    "message": v.message,
+                    "properties": v.properties,
+                }));
+            }
+            output::print_json_rows(&rows, *format, &["version", "committed_at", "operation", "tables", "message"])?;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let mut msg = e.to_string();
+            for cause in e.chain().skip(1) {
+                let c = cause.to_string();
+                if !msg.contains(&c) {
+                    msg.push_str(": ");
+                    msg.push_str(&c);
+                }
+            }
+            eprintln!("error: {}", msg.replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}

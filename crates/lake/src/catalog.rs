@@ -1,0 +1,740 @@
+//! The file catalog: an append-only log of immutable, numbered versions.
+//!
+//! Version `n` lives at `<catalog>/versions/v<n, 20 digits>.json` and names every table's current
+//! Iceberg metadata file, plus when, which operation and a message. A commit writes version
+//! `n + 1` with create-if-absent (`PutMode::Create`), so of two writers exactly one wins; the other
+//! re-reads the log and either lands on the new base (it touched other tables) or gets a typed
+//! conflict (it touched the same table). `version-hint.txt` says where to start looking for the
+//! newest version; the log, not the hint, is the truth.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use iceberg::io::FileIO;
+use iceberg::spec::TableMetadata;
+use iceberg::table::Table as IcebergTable;
+use iceberg::{NamespaceIdent, TableIdent};
+use object_store::ObjectStore;
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+use crate::error::{LakeError, Result};
+use crate::storage::{self, Stores};
+use crate::table::{Table, TableName};
+
+/// The catalog file format this build writes and the newest it reads.
+pub const CATALOG_FORMAT: u32 = 1;
+
+const MAX_COMMIT_ATTEMPTS: u32 = 64;
+
+/// One table's entry in a catalog version.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TableEntry {
+    /// The table's current Iceberg metadata file.
+    pub metadata_location: String,
+}
+
+/// One immutable catalog version.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CatalogVersion {
+    /// File format of this version ([`CATALOG_FORMAT`]).
+    pub format: u32,
+    /// The version number; 0 is the empty catalog that is never written.
+    pub version: u64,
+    /// When the commit that wrote it happened (ms since the epoch, UTC).
+    pub committed_at_ms: i64,
+    /// What kind of change: `create-table`, `append`, `overwrite`, `refs`, `publish`, …
+    pub operation: String,
+    /// A message for people.
+    pub message: String,
+    /// Caller properties (a publish records its as-of and audits here).
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+    /// Namespaces and their properties.
+    #[serde(default)]
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Every table, by `namespace.table`.
+    #[serde(default)]
+    pub tables: BTreeMap<String, TableEntry>,
+    /// The tables this version changed.
+    #[serde(default)]
+    pub changed: Vec<String>,
+}
+
+impl CatalogVersion {
+    fn empty() -> Self {
+        CatalogVersion {
+            format: CATALOG_FORMAT,
+            version: 0,
+            committed_at_ms: 0,
+            operation: "empty".into(),
+            message: String::new(),
+            properties: BTreeMap::new(),
+            namespaces: BTreeMap::new(),
+            tables: BTreeMap::new(),
+            changed: Vec::new(),
+        }
+    }
+}
+
+/// Where a test or a crash drill makes a commit fail on purpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failpoint {
+    /// After new data files and manifests are written, before any metadata file.
+    AfterDataFiles,
+    /// After every table's new metadata file is written, before the catalog version.
+    AfterMetadataFiles,
+}
+
+impl Failpoint {
+    /// Parse `after-data-files` / `after-metadata-files` (the `SUGARSHACK_FAILPOINT` values).
+    pub fn parse(s: &str) -> Option<Failpoint> {
+        match s {
+            "after-data-files" => Some(Failpoint::AfterDataFiles),
+            "after-metadata-files" => Some(Failpoint::AfterMetadataFiles),
+            _ => None,
+        }
+    }
+}
+
+/// What a change does to one table in a catalog commit.
+#[derive(Clone, Debug)]
+pub(crate) enum ChangeKind {
+    /// Point the table at new metadata (written by the commit).
+    Update(Box<TableMetadata>),
+    /// Remove the table from the catalog (its files stay until purged).
+    Drop,
+    /// Register an existing metadata file under this name.
+    Register(String),
+}
+
+/// A change to one table, staged and not yet committed.
+#[derive(Clone, Debug)]
+pub struct TableChange {
+    pub(crate) table: TableName,
+    /// The metadata location the writer started from; `None` for a table that must not exist.
+    pub(crate) base: Option<String>,
+    pub(crate) kind: ChangeKind,
+    /// The snapshot this change adds, if any.
+    pub(crate) snapshot_id: Option<i64>,
+    /// Data files the new snapshot adds: checked to exist before the catalog names them.
+    pub(crate) added_files: Vec<String>,
+}
+
+impl TableChange {
+    /// The table this change is for.
+    pub fn table(&self) -> &TableName {
+        &self.table
+    }
+
+    /// The snapshot this change adds, if it adds one.
+    pub fn snapshot_id(&self) -> Option<i64> {
+        self.snapshot_id
+    }
+
+    /// The new metadata this change would install, if it installs one.
+    pub fn metadata(&self) -> Option<&TableMetadata> {
+        match &self.kind {
+            ChangeKind::Update(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// What a catalog commit did.
+#[derive(Clone, Debug)]
+pub struct Committed {
+    /// The catalog version it created.
+    pub version: u64,
+    /// Each changed table's new metadata location (`None` for dropped tables).
+    pub tables: BTreeMap<String, Option<String>>,
+    /// Each changed table's new snapshot, where the change added one.
+    pub snapshots: BTreeMap<String, i64>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) stores: Stores,
+    pub(crate) catalog_url: String,
+    pub(crate) warehouse_url: String,
+    pub(crate) file_io: FileIO,
+    failpoint: Mutex<Option<Failpoint>>,
+}
+
+/// A file catalog over object storage. Cheap to clone; clones share one store.
+#[derive(Clone)]
+pub struct Catalog {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog")
+            .field("catalog", &self.inner.catalog_url)
+            .field("warehouse", &self.inner.warehouse_url)
+            .finish()
+    }
+}
+
+fn dir_url(p: &Path) -> Result<String> {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| LakeError::Location {
+                location: p.display().to_string(),
+                detail: e.to_string(),
+            })?
+            .join(p)
+    };
+    let url = Url::from_directory_path(&abs).map_err(|_| LakeError::Location {
+        location: abs.display().to_string(),
+        detail: "not a usable directory path".into(),
+    })?;
+    Ok(url.as_str().trim_end_matches('/').to_string())
+}
+
+impl Catalog {
+    /// A catalog and warehouse in local folders (created on first write).
+    pub fn open_local(catalog_dir: impl AsRef<Path>, warehouse_dir: impl AsRef<Path>) -> Result<Catalog> {
+        let c = dir_url(catalog_dir.as_ref())?;
+        let w = dir_url(warehouse_dir.as_ref())?;
+        for d in [catalog_dir.as_ref(), warehouse_dir.as_ref()] {
+            std::fs::create_dir_all(d).map_err(|e| LakeError::Location {
+                location: d.display().to_string(),
+                detail: e.to_string(),
+            })?;
+        }
+        Ok(Self::with_stores(Stores::new(), c, w))
+    }
+
+    /// A catalog in memory: for tests and experiments. Clones share the same memory.
+    pub fn in_memory() -> Catalog {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        Self::open_store(store, "memory:///catalog", "memory:///warehouse")
+    }
+
+    /// A catalog whose locations (URLs with one scheme and authority) all live in `store`.
+    pub fn open_store(store: Arc<dyn ObjectStore>, catalog_url: &str, warehouse_url: &str) -> Catalog {
+        let mut stores = Stores::new();
+        for u in [catalog_url, warehouse_url] {
+            if let Ok(url) = Url::parse(u) {
+                stores = stores.with_store(&url, store.clone());
+            }
+        }
+        Self::with_stores(
+            stores,
+            catalog_url.trim_end_matches('/').to_string(),
+            warehouse_url.trim_end_matches('/').to_string(),
+        )
+    }
+
+    /// A catalog at any object_store URL (`file:///…`, `s3://bucket/…` with that feature built in).
+    pub fn open_url(catalog_url: &str, warehouse_url: &str) -> Result<Catalog> {
+        storage::parse_location(catalog_url)?;
+        storage::parse_location(warehouse_url)?;
+        Ok(Self::with_stores(
+            Stores::new(),
+            catalog_url.trim_end_matches('/').to_string(),
+            warehouse_url.trim_end_matches('/').to_string(),
+        ))
+    }
+
+    fn with_stores(stores: Stores, catalog_url: String, warehouse_url: String) -> Catalog {
+        let file_io = storage::file_io(&stores);
+        Catalog {
+            inner: Arc::new(Inner {
+                stores,
+                catalog_url,
+                warehouse_url,
+                file_io,
+                failpoint: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The catalog root location.
+    pub fn catalog_url(&self) -> &str {
+        &self.inner.catalog_url
+    }
+
+    /// The warehouse root location (tables live under `<warehouse>/<namespace>/<table>`).
+    pub fn warehouse_url(&self) -> &str {
+        &self.inner.warehouse_url
+    }
+
+    /// The `FileIO` every table of this catalog uses.
+    pub fn file_io(&self) -> &FileIO {
+        &self.inner.file_io
+    }
+
+    pub(crate) fn stores(&self) -> &Stores {
+        &self.inner.stores
+    }
+
+    /// Make the next commits fail at `point` (tests and crash drills). `None` clears it.
+    pub fn set_failpoint(&self, point: Option<Failpoint>) {
+        if let Ok(mut f) = self.inner.failpoint.lock() {
+            *f = point;
+        }
+    }
+
+    pub(crate) fn check_failpoint(&self, point: Failpoint) -> Result<()> {
+        let armed = self.inner.failpoint.lock().map(|f| *f == Some(point)).unwrap_or(false);
+        if armed {
+            return Err(LakeError::Injected(match point {
+                Failpoint::AfterDataFiles => "after-data-files",
+                Failpoint::AfterMetadataFiles => "after-metadata-files",
+            }));
+        }
+        Ok(())
+    }
+
+    fn version_location(&self, n: u64) -> String {
+        storage::join(&self.inner.catalog_url, &format!("versions/v{n:020}.json"))
+    }
+
+    fn hint_location(&self) -> String {
+        storage::join(&self.inner.catalog_url, "version-hint.txt")
+    }
+
+    /// Read catalog version `n` (0 is the empty catalog).
+    pub async fn version(&self, n: u64) -> Result<CatalogVersion> {
+        if n == 0 {
+            return Ok(CatalogVersion::empty());
+        }
+        let loc = self.version_location(n);
+        match storage::read_optional(self.stores(), &loc).await? {
+            Some(bytes) => parse_version(&loc, &bytes, n),
+            None => {
+                let latest = self.latest_version_number().await?;
+                Err(LakeError::NoSuchVersion { version: n, latest })
+            }
+        }
+    }
+
+    async fn exists_version(&self, n: u64) -> Result<Option<Bytes>> {
+        storage::read_optional(self.stores(), &self.version_location(n)).await
+    }
+
+    /// The newest version number (0 when nothing was ever committed).
+    pub async fn latest_version_number(&self) -> Result<u64> {
+        Ok(self.head_inner().await?.version)
+    }
+
+    async fn head_inner(&self) -> Result<CatalogVersion> {
+        let hint = match storage::read_optional(self.stores(), &self.hint_location()).await? {
+            Some(b) => std::str::from_utf8(&b).ok().and_then(|s| s.trim().parse::<u64>().ok()),
+            None => None,
+        };
+        let start = match hint {
+            Some(h) => h,
+            None => self.list_max_version().await?,
+        };
+        // The hint may lag (writers update it after they commit): walk forward to the end.
+        let mut n = start;
+        let mut current: Option<(u64, Bytes)> = None;
+        if n > 0 {
+            match self.exists_version(n).await? {
+                Some(b) => current = Some((n, b)),
+                None => {
+                    // A hint that points past the log is wrong: trust the listing.
+                    n = self.list_max_version().await?;
+                    if n > 0 {
+                        if let Some(b) = self.exists_version(n).await? {
+                            current = Some((n, b));
+                        }
+                    }
+                }
+            }
+        }
+        loop {
+            match self.exists_version(n + 1).await? {
+                Some(b) => {
+                    n += 1;
+                    current = Some((n, b));
+                }
+                None => break,
+            }
+        }
+        match current {
+            Some((n, b)) => parse_version(&self.version_location(n), &b, n),
+            None => Ok(CatalogVersion::empty()),
+        }
+    }
+
+    async fn list_max_version(&self) -> Result<u64> {
+        let dir = storage::join(&self.inner.catalog_url, "versions");
+        let listed = storage::list(self.stores(), &dir).await?;
+        Ok(listed
+            .iter()
+            .filter_map(|l| {
+                let name = l.location.rsplit('/').next()?;
+                name.strip_prefix('v')?.strip_suffix(".json")?.parse::<u64>().ok()
+            })
+            .max()
+            .unwrap_or(0))
+    }
+
+    /// The newest catalog version.
+    pub async fn head(&self) -> Result<CatalogVersion> {
+        self.head_inner().await
+    }
+
+    /// Every version from 1 to the newest, oldest first.
+    pub async fn log(&self) -> Result<Vec<CatalogVersion>> {
+        let head = self.head().await?;
+        let mut out = Vec::with_capacity(head.version as usize);
+        for n in 1..head.version {
+            out.push(self.version(n).await?);
+        }
+        if head.version > 0 {
+            out.push(head);
+        }
+        Ok(out)
+    }
+
+    /// The tables of the newest version, by name.
+    pub async fn list_tables(&self) -> Result<Vec<TableName>> {
+        let head = self.head().await?;
+        head.tables.keys().map(|k| TableName::parse(k)).collect()
+    }
+
+    /// Load a table as of the newest catalog version.
+    pub async fn table(&self, name: &str) -> Result<Table> {
+        let head = self.head().await?;
+        self.table_in(&head, name).await
+    }
+
+    /// Load a table as it was in catalog version `version`.
+    pub async fn table_at_version(&self, name: &str, version: u64) -> Result<Table> {
+        let v = self.version(version).await?;
+        self.table_in(&v, name).await
+    }
+
+    /// Load a table from an already-read catalog version.
+    pub async fn table_in(&self, v: &CatalogVersion, name: &str) -> Result<Table> {
+        let name = TableName::parse(name)?;
+        let entry = v.tables.get(&name.to_string()).ok_or_else(|| LakeError::NoSuchTable {
+            table: name.to_string(),
+            version: v.version,
+        })?;
+        let md = self.read_metadata(&name, &entry.metadata_location).await?;
+        self.table_from(name, md, entry.metadata_location.clone(), v.version)
+    }
+
+    pub(crate) async fn read_metadata(&self, name: &TableName, location: &str) -> Result<TableMetadata> {
+        let bytes = storage::read_optional(self.stores(), location)
+            .await?
+            .ok_or_else(|| LakeError::BadMetadata {
+                table: name.to_string(),
+                location: location.to_string(),
+                detail: "file does not exist".into(),
+            })?;
+        serde_json::from_slice::<TableMetadata>(&bytes).map_err(|e| LakeError::BadMetadata {
+            table: name.to_string(),
+            location: location.to_string(),
+            detail: e.to_string(),
+        })
+    }
+
+    pub(crate) fn table_from(&self, name: TableName, md: TableMetadata, location: String, version: u64) -> Result<Table> {
+        let runtime = iceberg::Runtime::try_current()
+            .map_err(|e| LakeError::iceberg("the lake needs a tokio runtime", e))?;
+        let ident = TableIdent::new(NamespaceIdent::new(name.namespace.clone()), name.table.clone());
+        let t = IcebergTable::builder()
+            .file_io(self.inner.file_io.clone())
+            .metadata(md)
+            .metadata_location(location)
+            .identifier(ident)
+            .runtime(runtime)
+            .build()
+            .map_err(|e| LakeError::iceberg(format!("opening {name}"), e))?;
+        Ok(Table::new(self.clone(), name, t, version))
+    }
+
+    /// The location new tables get: `<warehouse>/<namespace>/<table>`.
+    pub fn default_table_location(&self, name: &TableName) -> String {
+        storage::join(&self.inner.warehouse_url, &format!("{}/{}", name.namespace, name.table))
+    }
+
+    /// Commit staged changes to any number of tables as one new catalog version.
+    ///
+    /// Writes each table's new metadata file, then the version with create-if-absent. If another
+    /// writer took the version first, re-reads the log: when none of our tables moved, it commits
+    /// on the new base; when one did, it returns [`LakeError::Conflict`] naming the table.
+    pub async fn commit(
+        &self,
+        changes: Vec<TableChange>,
+        operation: &str,
+        message: &str,
+        properties: BTreeMap<String, String>,
+    ) -> Result<Committed> {
+        // 1. New metadata files, each under a fresh unique name (never overwritten).
+        let mut new_locations: BTreeMap<String, Option<String>> = BTreeMap::new();
+        let mut snapshots = BTreeMap::new();
+        let mut written = Vec::new();
+        for change in &changes {
+            let key = change.table.to_string();
+            if new_locations.contains_key(&key) {
+                return Err(LakeError::Other(format!("one commit changes table {key} twice")));
+            }
+            if let Some(s) = change.snapshot_id {
+                snapshots.insert(key.clone(), s);
+            }
+            let loc = match &change.kind {
+                ChangeKind::Update(md) => {
+                    let loc = self.write_metadata(&change.table, md, change.base.as_deref()).await?;
+                    written.push(loc.clone());
+                    Some(loc)
+                }
+                ChangeKind::Register(loc) => Some(loc.clone()),
+                ChangeKind::Drop => None,
+            };
+            new_locations.insert(key, loc);
+        }
+        // Never name a file that is not there (an over-eager orphan sweep, a lost upload).
+        for change in &changes {
+            for f in &change.added_files {
+                if storage::read_head(self.stores(), f).await?.is_none() {
+                    for loc in &written {
+                        let _ = storage::delete(self.stores(), loc).await;
+                    }
+                    return Err(LakeError::Other(format!(
+                        "commit to {} refused: its data file {f} is missing",
+                        change.table
+                    )));
+                }
+            }
+        }
+        if let Err(e) = self.check_failpoint(Failpoint::AfterMetadataFiles) {
+            // A crash here leaves only orphans: no version names these files.
+            return Err(e);
+        }
+
+        // 2. The version, create-if-absent; on a lost race, re-check our tables and retry.
+        let result = self
+            .commit_version(&changes, &new_locations, operation, message, &properties)
+            .await;
+        match result {
+            Ok(version) => Ok(Committed {
+                version,
+                tables: new_locations,
+                snapshots,
+            }),
+            Err(e) => {
+                for loc in written {
+                    let _ = storage::delete(self.stores(), &loc).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn commit_version(
+        &self,
+        changes: &[TableChange],
+        new_locations: &BTreeMap<String, Option<String>>,
+        operation: &str,
+        message: &str,
+        properties: &BTreeMap<String, String>,
+    ) -> Result<u64> {
+        let mut last = 0;
+        for _attempt in 0..MAX_COMMIT_ATTEMPTS {
+            let head = self.head().await?;
+            for change in changes {
+                let key = change.table.to_string();
+                let found = head.tables.get(&key).map(|e| e.metadata_location.as_str());
+                if found != change.base.as_deref() {
+                    let detail = match (change.base.as_deref(), found) {
+                        (None, Some(_)) => "the table was created by another writer".to_string(),
+                        (Some(_), None) => "the table was dropped by another writer".to_string(),
+                        (Some(b), Some(f)) => format!(
+                            "another writer committed {f} after this writer read {b} (catalog version {})",
+                            head.version
+                        ),
+                        (None, None) => "unexpected".to_string(),
+                    };
+                    return Err(LakeError::Conflict { table: key, detail });
+                }
+            }
+            let mut next = head.clone();
+            next.format = CATALOG_FORMAT;
+            next.version = head.version + 1;
+            next.committed_at_ms = chrono::Utc::now().timestamp_millis();
+            next.operation = operation.to_string();
+            next.message = message.to_string();
+            next.properties = properties.clone();
+            next.changed = new_locations.keys().cloned().collect();
+            for (key, loc) in new_locations {
+                match loc {
+                    Some(l) => {
+                        next.tables.insert(key.clone(), TableEntry { metadata_location: l.clone() });
+                        if let Ok(name) = TableName::parse(key) {
+                            next.namespaces.entry(name.namespace.clone()).or_default();
+                        }
+                    }
+                    None => {
+                        next.tables.remove(key);
+                    }
+                }
+            }
+            let bytes = serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
+            if storage::put_if_absent(self.stores(), &self.version_location(next.version), Bytes::from(bytes)).await? {
+                // Best effort: the hint only speeds up finding the head.
+                let _ = storage::put(
+                    self.stores(),
+                    &self.hint_location(),
+                    Bytes::from(next.version.to_string()),
+                )
+                .await;
+                return Ok(next.version);
+            }
+            last = next.version;
+        }
+        Err(LakeError::TooManyRetries {
+            attempts: MAX_COMMIT_ATTEMPTS,
+            version: last,
+        })
+    }
+
+    /// Commit namespace properties (creating the namespace if needed).
+    pub async fn set_namespace(&self, namespace: &str, properties: BTreeMap<String, String>) -> Result<u64> {
+        TableName::check_part(namespace, namespace)?;
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            let head = self.head().await?;
+            let mut next = head.clone();
+            next.version = head.version + 1;
+            next.format = CATALOG_FORMAT;
+            next.committed_at_ms = chrono::Utc::now().timestamp_millis();
+            next.operation = "namespace".into();
+            next.message = format!("set namespace {namespace}");
+            next.properties = BTreeMap::new();
+            next.changed = Vec::new();
+            next.namespaces.insert(namespace.to_string(), properties.clone());
+            let bytes = serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
+            if storage::put_if_absent(self.stores(), &self.version_location(next.version), Bytes::from(bytes)).await? {
+                let _ = storage::put(self.stores(), &self.hint_location(), Bytes::from(next.version.to_string())).await;
+                return Ok(next.version);
+            }
+        }
+        Err(LakeError::TooManyRetries { attempts: MAX_COMMIT_ATTEMPTS, version: 0 })
+    }
+
+    /// Remove an empty namespace.
+    pub async fn drop_namespace(&self, namespace: &str) -> Result<u64> {
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            let head = self.head().await?;
+            if !head.namespaces.contains_key(namespace) {
+                return Err(LakeError::NoSuchNamespace(namespace.to_string()));
+            }
+            if head.tables.keys().any(|k| k.split('.').next() == Some(namespace)) {
+                return Err(LakeError::NamespaceNotEmpty(namespace.to_string()));
+            }
+            let mut next = head.clone();
+            next.version = head.version + 1;
+            next.format = CATALOG_FORMAT;
+            next.committed_at_ms = chrono::Utc::now().timestamp_millis();
+            next.operation = "namespace".into();
+            next.message = format!("drop namespace {namespace}");
+            next.properties = BTreeMap::new();
+            next.changed = Vec::new();
+            next.namespaces.remove(namespace);
+            let bytes = serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
+            if storage::put_if_absent(self.stores(), &self.version_location(next.version), Bytes::from(bytes)).await? {
+                let _ = storage::put(self.stores(), &self.hint_location(), Bytes::from(next.version.to_string())).await;
+                return Ok(next.version);
+            }
+        }
+        Err(LakeError::TooManyRetries { attempts: MAX_COMMIT_ATTEMPTS, version: 0 })
+    }
+
+    async fn write_metadata(&self, name: &TableName, md: &TableMetadata, base: Option<&str>) -> Result<String> {
+        let next_number = base.and_then(metadata_number).map(|n| n + 1).unwrap_or(0);
+        let loc = storage::join(
+            md.location(),
+            &format!("metadata/{next_number:05}-{}.metadata.json", uuid::Uuid::new_v4()),
+        );
+        let bytes = serde_json::to_vec(md).map_err(|e| LakeError::Other(format!("serialising metadata of {name}: {e}")))?;
+        if !storage::put_if_absent(self.stores(), &loc, Bytes::from(bytes)).await? {
+            return Err(LakeError::Other(format!("metadata file {loc} already exists")));
+        }
+        Ok(loc)
+    }
+}
+
+/// The `NNNNN` of `…/metadata/NNNNN-<uuid>.metadata.json`.
+fn metadata_number(location: &str) -> Option<u64> {
+    let file = location.rsplit('/').next()?;
+    file.split('-').next()?.parse().ok()
+}
+
+fn parse_version(location: &str, bytes: &[u8], expected: u64) -> Result<CatalogVersion> {
+    #[derive(Deserialize)]
+    struct Probe {
+        format: u32,
+    }
+    let probe: Probe = serde_json::from_slice(bytes).map_err(|e| LakeError::BadCatalogVersion {
+        location: location.to_string(),
+        detail: e.to_string(),
+    })?;
+    if probe.format > CATALOG_FORMAT {
+        return Err(LakeError::UnsupportedFormat {
+            location: location.to_string(),
+            found: probe.format,
+            supported: CATALOG_FORMAT,
+        });
+    }
+    let v: CatalogVersion = serde_json::from_slice(bytes).map_err(|e| LakeError::BadCatalogVersion {
+        location: location.to_string(),
+        detail: e.to_string(),
+    })?;
+    if v.version != expected {
+        return Err(LakeError::BadCatalogVersion {
+            location: location.to_string(),
+            detail: format!("file says version {}, its name says {expected}", v.version),
+        });
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_numbers_come_from_file_names() {
+        assert_eq!(metadata_number("file:///w/t/metadata/00007-abc.metadata.json"), Some(7));
+        assert_eq!(metadata_number("file:///w/t/metadata/x.metadata.json"), None);
+    }
+
+    #[test]
+    fn versions_are_checked_for_format_shape_and_number() {
+        let ok = serde_json::to_vec(&CatalogVersion { version: 3, ..CatalogVersion::empty() }).unwrap();
+        assert_eq!(parse_version("v3", &ok, 3).unwrap().version, 3);
+        assert!(matches!(parse_version("v4", &ok, 4), Err(LakeError::BadCatalogVersion { .. })));
+        assert!(matches!(
+            parse_version("v", br#"{"format": 2}"#, 1),
+            Err(LakeError::UnsupportedFormat { found: 2, .. })
+        ));
+        assert!(matches!(parse_version("v", b"not json", 1), Err(LakeError::BadCatalogVersion { .. })));
+    }
+
+    #[tokio::test]
+    async fn the_hint_may_lag_but_the_log_decides() {
+        let c = Catalog::in_memory();
+        assert_eq!(c.latest_version_number().await.unwrap(), 0);
+        c.set_namespace("a", BTreeMap::new()).await.unwrap();
+        c.set_namespace("b", BTreeMap::new()).await.unwrap();
+        // A stale hint (as after a writer crashed before updating it) still finds the head.
+        storage::put(c.stores(), &c.hint_location(), Bytes::from("1")).await.unwrap();
+        assert_eq!(c.latest_version_number().await.unwrap(), 2);
+        // A hint past the end of the log is ignored.
+        storage::put(c.stores(), &c.hint_location(), Bytes::from("9")).await.unwrap();
+        assert_eq!(c.latest_version_number().await.unwrap(), 2);
+        // No hint at all: the listing finds it.
+        storage::delete(c.stores(), &c.hint_location()).await.unwrap();
+        assert_eq!(c.head().await.unwrap().namespaces.len(), 2);
+    }
+}

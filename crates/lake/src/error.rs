@@ -1,0 +1,182 @@
+//! Typed errors: every one names the table, ref, snapshot, version or file it is about.
+
+use thiserror::Error;
+
+/// Result with [`LakeError`].
+pub type Result<T, E = LakeError> = std::result::Result<T, E>;
+
+/// What went wrong in the lake, in terms a person can act on.
+#[derive(Debug, Error)]
+pub enum LakeError {
+    /// The table name is not `namespace.table` made of letters, digits and `_`.
+    #[error("invalid table name {name:?}: {detail}")]
+    InvalidName { name: String, detail: String },
+
+    /// No such table in the catalog version that was read.
+    #[error("table {table} does not exist (catalog version {version})")]
+    NoSuchTable { table: String, version: u64 },
+
+    /// A table of that name already exists.
+    #[error("table {0} already exists")]
+    TableExists(String),
+
+    /// No such namespace.
+    #[error("namespace {0} does not exist")]
+    NoSuchNamespace(String),
+
+    /// The namespace still holds tables.
+    #[error("namespace {0} is not empty")]
+    NamespaceNotEmpty(String),
+
+    /// A branch or tag the caller named is not in the table.
+    #[error("table {table} has no {kind} named {name:?}")]
+    NoSuchRef {
+        table: String,
+        kind: &'static str,
+        name: String,
+    },
+
+    /// A ref that should be created already exists.
+    #[error("table {table} already has a ref named {name:?}")]
+    RefExists { table: String, name: String },
+
+    /// A snapshot id the caller named is not in the table.
+    #[error("table {table} has no snapshot {snapshot_id}")]
+    NoSuchSnapshot { table: String, snapshot_id: i64 },
+
+    /// A catalog version that does not exist.
+    #[error("catalog version {version} does not exist (the latest is {latest})")]
+    NoSuchVersion { version: u64, latest: u64 },
+
+    /// The catalog has never been written.
+    #[error("no catalog at {0} (run a command that creates tables first)")]
+    NoCatalog(String),
+
+    /// A catalog version written by a newer sugarshack.
+    #[error("catalog version file {location} has format {found}; this build reads up to {supported}")]
+    UnsupportedFormat {
+        location: String,
+        found: u32,
+        supported: u32,
+    },
+
+    /// A catalog version file that cannot be parsed.
+    #[error("malformed catalog version file {location}: {detail}")]
+    BadCatalogVersion { location: String, detail: String },
+
+    /// A table metadata file that is missing, truncated or not Iceberg metadata.
+    #[error("malformed table metadata {location} (table {table}): {detail}")]
+    BadMetadata {
+        table: String,
+        location: String,
+        detail: String,
+    },
+
+    /// Another writer changed the table since this writer read it.
+    #[error("commit conflict on {table}: {detail}; reload the table and retry")]
+    Conflict { table: String, detail: String },
+
+    /// Catalog versions kept being taken by other writers.
+    #[error("commit gave up after {attempts} attempts: catalog version {version} kept being taken by other writers")]
+    TooManyRetries { attempts: u32, version: u64 },
+
+    /// A fast-forward whose target does not descend from the branch head.
+    #[error("cannot fast-forward {table} branch {branch:?} from snapshot {from} to {to}: {from} is not an ancestor of {to}")]
+    NotFastForward {
+        table: String,
+        branch: String,
+        from: i64,
+        to: i64,
+    },
+
+    /// An incremental read across a snapshot that did not only append.
+    #[error("incremental read of {table}: snapshot {snapshot_id} is a {operation}, not an append; read the branch in full instead")]
+    NotAppendOnly {
+        table: String,
+        snapshot_id: i64,
+        operation: String,
+    },
+
+    /// `after` is not an ancestor of `through` on the branch.
+    #[error("incremental read of {table}: snapshot {after} is not an ancestor of {through}")]
+    NotAncestor {
+        table: String,
+        after: i64,
+        through: i64,
+    },
+
+    /// Rows that do not fit the table's schema.
+    #[error("rows do not fit table {table}: {detail}")]
+    Schema { table: String, detail: String },
+
+    /// A location that is not a usable URL or path.
+    #[error("bad location {location}: {detail}")]
+    Location { location: String, detail: String },
+
+    /// Reading or writing an object failed.
+    #[error("storage error at {location}: {source}")]
+    Store {
+        location: String,
+        #[source]
+        source: object_store::Error,
+    },
+
+    /// An error from the Iceberg library, with what we were doing.
+    #[error("{context}: {source}")]
+    Iceberg {
+        context: String,
+        #[source]
+        source: iceberg::Error,
+    },
+
+    /// An Arrow error, with what we were doing.
+    #[error("{context}: {source}")]
+    Arrow {
+        context: String,
+        #[source]
+        source: arrow_schema::ArrowError,
+    },
+
+    /// A DataFusion error (planning or running SQL).
+    #[error("{0}")]
+    DataFusion(#[from] datafusion::error::DataFusionError),
+
+    /// A failure injected on purpose by a test or a crash drill.
+    #[error("injected failure at {0}")]
+    Injected(&'static str),
+
+    /// Anything else, with its context.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl LakeError {
+    pub(crate) fn store(location: impl Into<String>, source: object_store::Error) -> Self {
+        LakeError::Store {
+            location: location.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn iceberg(context: impl Into<String>, source: iceberg::Error) -> Self {
+        LakeError::Iceberg {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn arrow(context: impl Into<String>, source: arrow_schema::ArrowError) -> Self {
+        LakeError::Arrow {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// True for errors a writer resolves by reloading and retrying.
+    pub fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            LakeError::Conflict { .. } | LakeError::TooManyRetries { .. }
+        )
+    }
+}

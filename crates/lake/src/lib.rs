@@ -1,0 +1,267 @@
+//! # lake — Iceberg tables in a file catalog
+//!
+//! `lake` owns the table format of sugarshack: a catalog that is an append-only log of
+//! immutable numbered versions on any object store (a local folder by default, memory in tests,
+//! any object_store URL by the same code path); standard Iceberg v2 tables (metadata JSON, Avro
+//! manifests and manifest lists, Parquet data files with field ids) that any Iceberg reader opens
+//! from their metadata location; writes to any branch (append, and copy-on-write replace by
+//! predicate, by partition or whole); refs (branches, tags, fast-forward, reset); commits that
+//! move many tables in one catalog version; reads at a ref, a snapshot or a catalog version;
+//! incremental reads between snapshots (snapshot ids as watermarks); SQL through DataFusion; and
+//! maintenance (snapshot expiry, orphan removal).
+//!
+//! It does not know what the tables mean: no maple syrup, no audits, no publish policy. Those
+//! live in `shack`, which builds them from the pieces here.
+//!
+//! ```no_run
+//! # async fn demo() -> lake::Result<()> {
+//! use lake::{At, Catalog, RefOp};
+//! let catalog = Catalog::in_memory();
+//! # let (schema, batch): (arrow_schema::Schema, arrow_array::RecordBatch) = todo!();
+//! catalog.create_table("bronze.events", &schema, &[]).await?;
+//! let wrote = catalog.append("bronze.events", "audit", &[batch], Default::default()).await?;
+//! let t = catalog.table("bronze.events").await?;
+//! assert!(t.scan(&At::Main).await?.is_empty()); // main has not moved
+//! catalog.update_refs("bronze.events", &[RefOp::FastForward { branch: "main".into(), to: wrote.snapshot_id }], "publish").await?;
+//! # Ok(()) }
+//! ```
+
+mod catalog;
+mod error;
+mod iceberg_catalog;
+mod maintenance;
+mod read;
+mod sql;
+mod storage;
+mod table;
+mod write;
+
+use std::collections::{BTreeMap, HashMap};
+
+use arrow_array::RecordBatch;
+pub use catalog::{
+    CATALOG_FORMAT, Catalog, CatalogVersion, Committed, Failpoint, TableChange, TableEntry,
+};
+pub use error::{LakeError, Result};
+use iceberg::spec::{TableMetadataBuilder, UnboundPartitionSpec};
+pub use iceberg::spec::{Datum, Literal, PrimitiveLiteral, Struct, Transform};
+pub use maintenance::{ExpireOptions, OrphanReport};
+pub use read::{AddedBy, Incremental};
+pub use sql::{SqlContext, register_table};
+pub use storage::Stores;
+pub use table::{At, RefInfo, RefOp, SnapshotInfo, Table, TableName};
+pub use write::{Replace, RowPredicate, SUMMARY_BRANCH};
+
+/// Re-exported so users need not pin their own versions.
+pub use {arrow, datafusion, iceberg};
+
+/// One partition field of a new table: a source column and a transform (`Identity`, `Day`, …).
+#[derive(Clone, Debug)]
+pub struct PartitionField {
+    pub column: String,
+    pub transform: Transform,
+}
+
+impl PartitionField {
+    /// Partition by the column's value.
+    pub fn identity(column: &str) -> Self {
+        PartitionField {
+            column: column.to_string(),
+            transform: Transform::Identity,
+        }
+    }
+
+    /// Partition a date or timestamp column by day.
+    pub fn day(column: &str) -> Self {
+        PartitionField {
+            column: column.to_string(),
+            transform: Transform::Day,
+        }
+    }
+}
+
+/// A commit that added one snapshot to one table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotCommit {
+    /// The catalog version it created.
+    pub version: u64,
+    /// The new snapshot.
+    pub snapshot_id: i64,
+}
+
+const WRITE_RETRIES: u32 = 32;
+
+impl Catalog {
+    /// Stage a new table (commit it alone with [`Catalog::commit`], or with others atomically).
+    pub async fn stage_create_table(
+        &self,
+        name: &str,
+        schema: &arrow_schema::Schema,
+        partition: &[PartitionField],
+    ) -> Result<TableChange> {
+        let tn = TableName::parse(name)?;
+        let ice_schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(schema)
+            .map_err(|e| LakeError::iceberg(format!("schema of new table {tn}"), e))?;
+        let mut spec = UnboundPartitionSpec::builder();
+        for p in partition {
+            let field = ice_schema.field_by_name(&p.column).ok_or_else(|| LakeError::Schema {
+                table: tn.to_string(),
+                detail: format!("partition column {:?} is not in the schema", p.column),
+            })?;
+            let part_name = match p.transform {
+                Transform::Identity => p.column.clone(),
+                other => {
+                    let t: String = other
+                        .to_string()
+                        .chars()
+                        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                        .collect();
+                    format!("{}_{}", p.column, t.trim_end_matches('_'))
+                }
+            };
+            spec = spec
+                .add_partition_field(field.id, part_name, p.transform)
+                .map_err(|e| LakeError::iceberg(format!("partition spec of {tn}"), e))?;
+        }
+        let creation = iceberg::TableCreation::builder()
+            .name(tn.table.clone())
+            .location(self.default_table_location(&tn))
+            .schema(ice_schema)
+            .partition_spec(spec.build())
+            .properties(HashMap::from([(
+                "write.metadata.previous-versions-max".to_string(),
+                "20".to_string(),
+            )]))
+            .build();
+        let md = TableMetadataBuilder::from_table_creation(creation)
+            .and_then(|b| b.build())
+            .map_err(|e| LakeError::iceberg(format!("creating {tn}"), e))?
+            .metadata;
+        Ok(TableChange {
+            table: tn,
+            base: None,
+            kind: catalog::ChangeKind::Update(Box::new(md)),
+            snapshot_id: None,
+            added_files: Vec::new(),
+        })
+    }
+
+    /// Create an empty table (its namespace is created with it).
+    pub async fn create_table(&self, name: &str, schema: &arrow_schema::Schema, partition: &[PartitionField]) -> Result<Table> {
+        let change = self.stage_create_table(name, schema, partition).await?;
+        match self.commit(vec![change], "create-table", &format!("create {name}"), BTreeMap::new()).await {
+            Ok(c) => self.table_at_version(name, c.version).await,
+            Err(LakeError::Conflict { .. }) => Err(LakeError::TableExists(name.to_string())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Load a table, creating it empty when it does not exist yet.
+    pub async fn create_table_if_absent(&self, name: &str, schema: &arrow_schema::Schema, partition: &[PartitionField]) -> Result<Table> {
+        match self.table(name).await {
+            Ok(t) => Ok(t),
+            Err(LakeError::NoSuchTable { .. }) => match self.create_table(name, schema, partition).await {
+                Ok(t) => Ok(t),
+                Err(LakeError::TableExists(_)) => self.table(name).await,
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Append rows to `branch` of a table and commit. Data files are written once; if another
+    /// writer moved the table in between, the snapshot is re-staged on the new head and retried.
+    pub async fn append(
+        &self,
+        name: &str,
+        branch: &str,
+        batches: &[RecordBatch],
+        properties: BTreeMap<String, String>,
+    ) -> Result<SnapshotCommit> {
+        let table = self.table(name).await?;
+        let files = table.write_data_files(batches).await?;
+        self.commit_files(name, branch, files, None, properties, "append").await
+    }
+
+    /// Replace on `branch`: remove what `replace` names, add `batches`, commit (retrying as
+    /// [`Catalog::append`] does).
+    pub async fn replace(
+        &self,
+        name: &str,
+        branch: &str,
+        replace: &Replace,
+        batches: &[RecordBatch],
+        properties: BTreeMap<String, String>,
+    ) -> Result<SnapshotCommit> {
+        let table = self.table(name).await?;
+        let files = table.write_data_files(batches).await?;
+        self.commit_files(name, branch, files, Some(replace), properties, "overwrite").await
+    }
+
+    async fn commit_files(
+        &self,
+        name: &str,
+        branch: &str,
+        files: Vec<iceberg::spec::DataFile>,
+        replace: Option<&Replace>,
+        properties: BTreeMap<String, String>,
+        operation: &str,
+    ) -> Result<SnapshotCommit> {
+        let mut last_err = None;
+        for _ in 0..WRITE_RETRIES {
+            let table = self.table(name).await?;
+            let change = table.stage_files(branch, files.clone(), replace, properties.clone()).await?;
+            let snapshot_id = change.snapshot_id.unwrap_or_default();
+            match self
+                .commit(vec![change], operation, &format!("{operation} {name} branch {branch}"), BTreeMap::new())
+                .await
+            {
+                Ok(c) => {
+                    return Ok(SnapshotCommit {
+                        version: c.version,
+                        snapshot_id,
+                    });
+                }
+                Err(e) if e.is_conflict() => last_err = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| LakeError::Other(format!("{operation} of {name} failed"))))
+    }
+
+    /// Apply ref changes to one table in one commit.
+    pub async fn update_refs(&self, name: &str, ops: &[RefOp], operation: &str) -> Result<u64> {
+        let table = self.table(name).await?;
+        let change = table.stage_refs(ops)?;
+        let c = self
+            .commit(vec![change], operation, &format!("{operation} {name}"), BTreeMap::new())
+            .await?;
+        Ok(c.version)
+    }
+
+    /// Expire the snapshots of one table that no ref needs; returns the expired ids.
+    pub async fn expire_snapshots(&self, name: &str, opts: &ExpireOptions) -> Result<Vec<i64>> {
+        let table = self.table(name).await?;
+        match table.stage_expire(opts)? {
+            None => Ok(Vec::new()),
+            Some((change, ids)) => {
+                self.commit(vec![change], "expire-snapshots", &format!("expire {} snapshots of {name}", ids.len()), BTreeMap::new())
+                    .await?;
+                Ok(ids)
+            }
+        }
+    }
+
+    /// Remove a table from the catalog (its files stay; older versions still read it).
+    pub async fn drop_table(&self, name: &str) -> Result<u64> {
+        let table = self.table(name).await?;
+        let change = TableChange {
+            table: table.name().clone(),
+            base: Some(table.metadata_location().to_string()),
+            kind: catalog::ChangeKind::Drop,
+            snapshot_id: None,
+            added_files: Vec::new(),
+        };
+        Ok(self.commit(vec![change], "drop-table", &format!("drop {name}"), BTreeMap::new()).await?.version)
+    }
+}

@@ -1,0 +1,347 @@
+//! One object_store-backed storage for the catalog log and every table file.
+//!
+//! Iceberg's `FileIO` hands us absolute locations (`file:///…`, `memory:///…`, `s3://bucket/…`).
+//! A location maps to an object store by its scheme and authority, and to an object path by its
+//! URL path. The same code path serves a local folder, memory (tests) and any object_store URL.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use iceberg::io::{
+    FileIO, FileIOBuilder, FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Storage,
+    StorageConfig, StorageFactory,
+};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+use url::Url;
+
+use crate::error::{LakeError, Result};
+
+/// The object stores a lake uses, keyed by `scheme://authority`.
+#[derive(Clone, Debug, Default)]
+pub struct Stores {
+    by_root: BTreeMap<String, Arc<dyn ObjectStore>>,
+}
+
+impl Stores {
+    /// A registry that resolves `file://` to the local file system and nothing else yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Use `store` for every location under `scheme://authority` of `url`.
+    pub fn with_store(mut self, url: &Url, store: Arc<dyn ObjectStore>) -> Self {
+        self.by_root.insert(root_key(url), store);
+        self
+    }
+
+    /// Resolve a location to its store and object path.
+    pub fn resolve(&self, location: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
+        let url = parse_location(location)?;
+        let path = ObjectPath::from_url_path(url.path()).map_err(|e| LakeError::Location {
+            location: location.to_string(),
+            detail: e.to_string(),
+        })?;
+        if let Some(store) = self.by_root.get(&root_key(&url)) {
+            return Ok((store.clone(), path));
+        }
+        if url.scheme() == "file" {
+            return Ok((Arc::new(object_store::local::LocalFileSystem::new()), path));
+        }
+        let (store, path) = object_store::parse_url(&url).map_err(|e| LakeError::Location {
+            location: location.to_string(),
+            detail: format!("no object store for this URL ({e}); build sugarshack with the matching object_store feature"),
+        })?;
+        Ok((Arc::from(store), path))
+    }
+}
+
+fn root_key(url: &Url) -> String {
+    format!("{}://{}", url.scheme(), url.authority())
+}
+
+/// Parse an absolute location. A bare absolute path is taken as a local file.
+pub fn parse_location(location: &str) -> Result<Url> {
+    if location.starts_with('/') {
+        return Url::from_file_path(location).map_err(|_| LakeError::Location {
+            location: location.to_string(),
+            detail: "not an absolute path".into(),
+        });
+    }
+    Url::parse(location).map_err(|e| LakeError::Location {
+        location: location.to_string(),
+        detail: e.to_string(),
+    })
+}
+
+/// Join a relative path onto a directory URL, keeping exactly one `/` between them.
+pub fn join(base: &str, rel: &str) -> String {
+    format!("{}/{}", base.trim_end_matches('/'), rel.trim_start_matches('/'))
+}
+
+/// Read a whole object. `Ok(None)` when it does not exist.
+pub async fn read_optional(stores: &Stores, location: &str) -> Result<Option<Bytes>> {
+    let (store, path) = stores.resolve(location)?;
+    match store.get(&path).await {
+        Ok(r) => Ok(Some(r.bytes().await.map_err(|e| LakeError::store(location, e))?)),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(LakeError::store(location, e)),
+    }
+}
+
+/// Write an object only if nothing is there yet. `Ok(false)` when another writer was first.
+pub async fn put_if_absent(stores: &Stores, location: &str, bytes: Bytes) -> Result<bool> {
+    let (store, path) = stores.resolve(location)?;
+    let opts = PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    };
+    match store.put_opts(&path, PutPayload::from(bytes), opts).await {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+        Err(e) => Err(LakeError::store(location, e)),
+    }
+}
+
+/// Overwrite an object (used only for hints, never for truth).
+pub async fn put(stores: &Stores, location: &str, bytes: Bytes) -> Result<()> {
+    let (store, path) = stores.resolve(location)?;
+    store
+        .put(&path, PutPayload::from(bytes))
+        .await
+        .map(|_| ())
+        .map_err(|e| LakeError::store(location, e))
+}
+
+/// Delete an object; a missing object is not an error.
+pub async fn delete(stores: &Stores, location: &str) -> Result<()> {
+    let (store, path) = stores.resolve(location)?;
+    match store.delete(&path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(LakeError::store(location, e)),
+    }
+}
+
+/// One listed object: its absolute location, size and last modification time (ms).
+#[derive(Clone, Debug)]
+pub struct Listed {
+    pub location: String,
+    pub size: u64,
+    pub last_modified_ms: i64,
+}
+
+/// List every object under a directory location (recursively).
+pub async fn list(stores: &Stores, dir: &str) -> Result<Vec<Listed>> {
+    let url = parse_location(dir)?;
+    let (store, path) = stores.resolve(dir)?;
+    let prefix = format!("{}://{}", url.scheme(), url.authority());
+    let metas: Vec<_> = store
+        .list(Some(&path))
+        .try_collect()
+        .await
+        .map_err(|e| LakeError::store(dir, e))?;
+    Ok(metas
+        .into_iter()
+        .map(|m| Listed {
+            location: format!("{prefix}/{}", m.location),
+            size: m.size,
+            last_modified_ms: m.last_modified.timestamp_millis(),
+        })
+        .collect())
+}
+
+/// Iceberg storage over [`Stores`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LakeStorage {
+    #[serde(skip)]
+    stores: Stores,
+}
+
+impl LakeStorage {
+    fn resolve(&self, path: &str) -> iceberg::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
+        self.stores.resolve(path).map_err(to_iceberg)
+    }
+}
+
+fn to_iceberg(e: LakeError) -> iceberg::Error {
+    iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string())
+}
+
+fn store_err(path: &str, e: object_store::Error) -> iceberg::Error {
+    let kind = match e {
+        object_store::Error::NotFound { .. } => iceberg::ErrorKind::DataInvalid,
+        _ => iceberg::ErrorKind::Unexpected,
+    };
+    iceberg::Error::new(kind, format!("{path}: {e}"))
+}
+
+#[async_trait]
+#[typetag::serde]
+impl Storage for LakeStorage {
+    async fn exists(&self, path: &str) -> iceberg::Result<bool> {
+        let (store, p) = self.resolve(path)?;
+        match store.head(&p).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(store_err(path, e)),
+        }
+    }
+
+    async fn metadata(&self, path: &str) -> iceberg::Result<FileMetadata> {
+        let (store, p) = self.resolve(path)?;
+        let meta = store.head(&p).await.map_err(|e| store_err(path, e))?;
+        Ok(FileMetadata { size: meta.size })
+    }
+
+    async fn read(&self, path: &str) -> iceberg::Result<Bytes> {
+        let (store, p) = self.resolve(path)?;
+        let got = store.get(&p).await.map_err(|e| store_err(path, e))?;
+        got.bytes().await.map_err(|e| store_err(path, e))
+    }
+
+    async fn reader(&self, path: &str) -> iceberg::Result<Box<dyn FileRead>> {
+        let (store, p) = self.resolve(path)?;
+        Ok(Box::new(ObjectRead {
+            store,
+            path: p,
+            location: path.to_string(),
+        }))
+    }
+
+    async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
+        let (store, p) = self.resolve(path)?;
+        store
+            .put(&p, PutPayload::from(bs))
+            .await
+            .map(|_| ())
+            .map_err(|e| store_err(path, e))
+    }
+
+    async fn writer(&self, path: &str) -> iceberg::Result<Box<dyn FileWrite>> {
+        let (store, p) = self.resolve(path)?;
+        Ok(Box::new(ObjectWrite {
+            inner: Some(object_store::buffered::BufWriter::new(store, p)),
+            location: path.to_string(),
+        }))
+    }
+
+    async fn delete(&self, path: &str) -> iceberg::Result<()> {
+        let (store, p) = self.resolve(path)?;
+        match store.delete(&p).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(store_err(path, e)),
+        }
+    }
+
+    async fn delete_prefix(&self, path: &str) -> iceberg::Result<()> {
+        let listed = list(&self.stores, path).await.map_err(to_iceberg)?;
+        for l in listed {
+            Storage::delete(self, &l.location).await?;
+        }
+        Ok(())
+    }
+
+    async fn delete_stream(&self, mut paths: BoxStream<'static, String>) -> iceberg::Result<()> {
+        while let Some(p) = paths.next().await {
+            Storage::delete(self, &p).await?;
+        }
+        Ok(())
+    }
+
+    fn new_input(&self, path: &str) -> iceberg::Result<InputFile> {
+        Ok(InputFile::new(Arc::new(self.clone()), path.to_string()))
+    }
+
+    fn new_output(&self, path: &str) -> iceberg::Result<OutputFile> {
+        Ok(OutputFile::new(Arc::new(self.clone()), path.to_string()))
+    }
+}
+
+struct ObjectRead {
+    store: Arc<dyn ObjectStore>,
+    path: ObjectPath,
+    location: String,
+}
+
+#[async_trait]
+impl FileRead for ObjectRead {
+    async fn read(&self, range: Range<u64>) -> iceberg::Result<Bytes> {
+        self.store
+            .get_range(&self.path, range)
+            .await
+            .map_err(|e| store_err(&self.location, e))
+    }
+}
+
+struct ObjectWrite {
+    inner: Option<object_store::buffered::BufWriter>,
+    location: String,
+}
+
+#[async_trait]
+impl FileWrite for ObjectWrite {
+    async fn write(&mut self, bs: Bytes) -> iceberg::Result<()> {
+        let Some(w) = self.inner.as_mut() else {
+            return Err(iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                format!("{}: write after close", self.location),
+            ));
+        };
+        w.put(bs).await.map_err(|e| {
+            iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("{}: {e}", self.location))
+        })
+    }
+
+    async fn close(&mut self) -> iceberg::Result<()> {
+        let Some(mut w) = self.inner.take() else {
+            return Err(iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                format!("{}: closed twice", self.location),
+            ));
+        };
+        w.shutdown().await.map_err(|e| {
+            iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("{}: {e}", self.location))
+        })
+    }
+}
+
+/// Builds [`LakeStorage`] for iceberg's `FileIO`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LakeStorageFactory {
+    #[serde(skip)]
+    stores: Stores,
+}
+
+#[typetag::serde]
+impl StorageFactory for LakeStorageFactory {
+    fn build(&self, _config: &StorageConfig) -> iceberg::Result<Arc<dyn Storage>> {
+        Ok(Arc::new(LakeStorage {
+            stores: self.stores.clone(),
+        }))
+    }
+}
+
+/// A `FileIO` that reads and writes through `stores`.
+pub fn file_io(stores: &Stores) -> FileIO {
+    FileIOBuilder::new(Arc::new(LakeStorageFactory {
+        stores: stores.clone(),
+    }))
+    .build()
+}
+
+/// The size of an object, or `None` when it does not exist.
+pub async fn read_head(stores: &Stores, location: &str) -> Result<Option<u64>> {
+    let (store, path) = stores.resolve(location)?;
+    match store.head(&path).await {
+        Ok(m) => Ok(Some(m.size)),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(LakeError::store(location, e)),
+    }
+}

@@ -1,0 +1,440 @@
+//! A table as of one catalog version: its snapshots, refs and ancestry, and staged ref changes.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use arrow_schema::SchemaRef;
+use iceberg::spec::{
+    MAIN_BRANCH, SnapshotReference, SnapshotRetention, TableMetadata, TableMetadataBuilder,
+};
+use iceberg::table::Table as IcebergTable;
+use serde::Serialize;
+
+use crate::catalog::{Catalog, ChangeKind, TableChange};
+use crate::error::{LakeError, Result};
+
+/// `namespace.table`, each part letters, digits and `_`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct TableName {
+    pub namespace: String,
+    pub table: String,
+}
+
+impl TableName {
+    /// Parse `namespace.table`.
+    pub fn parse(s: &str) -> Result<TableName> {
+        let Some((ns, t)) = s.split_once('.') else {
+            return Err(LakeError::InvalidName {
+                name: s.to_string(),
+                detail: "expected namespace.table".into(),
+            });
+        };
+        Self::check_part(s, ns)?;
+        Self::check_part(s, t)?;
+        Ok(TableName {
+            namespace: ns.to_string(),
+            table: t.to_string(),
+        })
+    }
+
+    pub(crate) fn check_part(whole: &str, part: &str) -> Result<()> {
+        let ok = !part.is_empty()
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !part.starts_with(|c: char| c.is_ascii_digit());
+        if ok {
+            Ok(())
+        } else {
+            Err(LakeError::InvalidName {
+                name: whole.to_string(),
+                detail: format!("{part:?} must be letters, digits and _ (not starting with a digit)"),
+            })
+        }
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.namespace, self.table)
+    }
+}
+
+/// Which state of a table to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum At {
+    /// The `main` branch: what readers see.
+    Main,
+    /// A branch or tag by name.
+    Ref(String),
+    /// One snapshot by id.
+    Snapshot(i64),
+}
+
+impl At {
+    /// A branch or tag by name (`main` is [`At::Main`]).
+    pub fn reference(name: &str) -> At {
+        if name == MAIN_BRANCH {
+            At::Main
+        } else {
+            At::Ref(name.to_string())
+        }
+    }
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            At::Main => write!(f, "branch main"),
+            At::Ref(r) => write!(f, "ref {r}"),
+            At::Snapshot(s) => write!(f, "snapshot {s}"),
+        }
+    }
+}
+
+/// A snapshot, as people and tools want to see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SnapshotInfo {
+    pub snapshot_id: i64,
+    pub parent_id: Option<i64>,
+    pub sequence_number: i64,
+    pub timestamp_ms: i64,
+    pub operation: String,
+    pub summary: BTreeMap<String, String>,
+    pub manifest_list: String,
+}
+
+/// A branch or tag.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RefInfo {
+    pub name: String,
+    /// `branch` or `tag`.
+    pub kind: &'static str,
+    pub snapshot_id: i64,
+}
+
+/// A change to a table's refs, staged with [`Table::stage_refs`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RefOp {
+    /// Create a branch at a snapshot (refused if the name exists).
+    CreateBranch { name: String, snapshot_id: i64 },
+    /// Create a tag at a snapshot (refused if the name exists).
+    CreateTag { name: String, snapshot_id: i64 },
+    /// Move `branch` forward to `to`; refused unless the branch head is an ancestor of `to`.
+    /// A branch that does not exist yet is created at `to`.
+    FastForward { branch: String, to: i64 },
+    /// Point `branch` at any snapshot (a rollback); creates it if missing.
+    Reset { branch: String, to: i64 },
+    /// Remove a branch or tag (`main` cannot be removed).
+    Remove { name: String },
+}
+
+/// A table as of one catalog version.
+#[derive(Clone)]
+pub struct Table {
+    catalog: Catalog,
+    name: TableName,
+    inner: IcebergTable,
+    version: u64,
+}
+
+impl fmt::Debug for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Table")
+            .field("name", &self.name.to_string())
+            .field("metadata", &self.metadata_location())
+            .field("catalog_version", &self.version)
+            .finish()
+    }
+}
+
+impl Table {
+    pub(crate) fn new(catalog: Catalog, name: TableName, inner: IcebergTable, version: u64) -> Table {
+        Table {
+            catalog,
+            name,
+            inner,
+            version,
+        }
+    }
+
+    /// `namespace.table`.
+    pub fn name(&self) -> &TableName {
+        &self.name
+    }
+
+    /// The catalog this table was loaded from.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The catalog version this handle was read at.
+    pub fn catalog_version(&self) -> u64 {
+        self.version
+    }
+
+    /// The Iceberg table (for iceberg-rust and iceberg-datafusion).
+    pub fn iceberg(&self) -> &IcebergTable {
+        &self.inner
+    }
+
+    /// The Iceberg metadata.
+    pub fn metadata(&self) -> &TableMetadata {
+        self.inner.metadata()
+    }
+
+    /// The metadata file this handle reads.
+    pub fn metadata_location(&self) -> &str {
+        self.inner.metadata_location().unwrap_or_default()
+    }
+
+    /// The table's location (`<warehouse>/<namespace>/<table>`).
+    pub fn location(&self) -> &str {
+        self.metadata().location()
+    }
+
+    /// The current schema as Arrow, with Iceberg field ids in the field metadata.
+    pub fn arrow_schema(&self) -> Result<SchemaRef> {
+        let s = iceberg::arrow::schema_to_arrow_schema(self.metadata().current_schema())
+            .map_err(|e| LakeError::iceberg(format!("schema of {}", self.name), e))?;
+        Ok(Arc::new(s))
+    }
+
+    /// The snapshot a ref points at, if the ref exists.
+    pub fn head(&self, ref_name: &str) -> Option<i64> {
+        self.metadata().refs().get(ref_name).map(|r| r.snapshot_id)
+    }
+
+    /// True when `name` is a branch (not a tag).
+    pub fn is_branch(&self, name: &str) -> bool {
+        self.metadata().refs().get(name).map(|r| r.is_branch()).unwrap_or(false)
+    }
+
+    /// The snapshot `at` names. `Ok(None)` for `main` on a table never published (it reads empty).
+    pub fn resolve(&self, at: &At) -> Result<Option<i64>> {
+        match at {
+            At::Main => Ok(self.head(MAIN_BRANCH)),
+            At::Ref(r) => match self.head(r) {
+                Some(s) => Ok(Some(s)),
+                None => Err(LakeError::NoSuchRef {
+                    table: self.name.to_string(),
+                    kind: "branch or tag",
+                    name: r.clone(),
+                }),
+            },
+            At::Snapshot(s) => {
+                self.snapshot(*s)?;
+                Ok(Some(*s))
+            }
+        }
+    }
+
+    /// One snapshot.
+    pub fn snapshot(&self, id: i64) -> Result<SnapshotInfo> {
+        let s = self
+            .metadata()
+            .snapshot_by_id(id)
+            .ok_or_else(|| LakeError::NoSuchSnapshot {
+                table: self.name.to_string(),
+                snapshot_id: id,
+            })?;
+        Ok(info(s))
+    }
+
+    /// Every snapshot the metadata still holds, oldest first (by sequence number).
+    pub fn snapshots(&self) -> Vec<SnapshotInfo> {
+        let mut v: Vec<_> = self.metadata().snapshots().map(|s| info(s)).collect();
+        v.sort_by_key(|s| (s.sequence_number, s.timestamp_ms));
+        v
+    }
+
+    /// Every branch and tag, `main` first, then by name.
+    pub fn refs(&self) -> Vec<RefInfo> {
+        let mut v: Vec<_> = self
+            .metadata()
+            .refs()
+            .iter()
+            .map(|(n, r)| RefInfo {
+                name: n.clone(),
+                kind: if r.is_branch() { "branch" } else { "tag" },
+                snapshot_id: r.snapshot_id,
+            })
+            .collect();
+        v.sort_by(|a, b| (a.name != MAIN_BRANCH, &a.name).cmp(&(b.name != MAIN_BRANCH, &b.name)));
+        v
+    }
+
+    /// `from` and its ancestors, newest first, as far as the metadata still holds them.
+    pub fn ancestry(&self, from: i64) -> Result<Vec<SnapshotInfo>> {
+        let mut out = vec![self.snapshot(from)?];
+        let mut seen = HashSet::from([from]);
+        while let Some(p) = out.last().and_then(|s| s.parent_id) {
+            if !seen.insert(p) {
+                break;
+            }
+            match self.metadata().snapshot_by_id(p) {
+                Some(s) => out.push(info(s)),
+                None => break, // expired: ancestry ends here
+            }
+        }
+        Ok(out)
+    }
+
+    /// True when `ancestor` is `of` or one of its ancestors.
+    pub fn is_ancestor(&self, ancestor: i64, of: i64) -> bool {
+        let mut cur = Some(of);
+        let mut steps = 0usize;
+        while let Some(id) = cur {
+            if id == ancestor {
+                return true;
+            }
+            steps += 1;
+            if steps > 10_000_000 {
+                return false;
+            }
+            cur = self.metadata().snapshot_by_id(id).and_then(|s| s.parent_snapshot_id());
+        }
+        false
+    }
+
+    /// Stage ref changes (branch, tag, fast-forward, reset, remove) without committing.
+    pub fn stage_refs(&self, ops: &[RefOp]) -> Result<TableChange> {
+        let table = self.name.to_string();
+        let md = self.metadata();
+        let mut b: TableMetadataBuilder = md.clone().into_builder(Some(self.metadata_location().to_string()));
+        // Track refs as the ops apply, so a later op sees an earlier one.
+        let mut refs: BTreeMap<String, (bool, i64)> = md
+            .refs()
+            .iter()
+            .map(|(n, r)| (n.clone(), (r.is_branch(), r.snapshot_id)))
+            .collect();
+        let need = |id: i64| -> Result<()> {
+            if md.snapshot_by_id(id).is_none() {
+                return Err(LakeError::NoSuchSnapshot {
+                    table: table.clone(),
+                    snapshot_id: id,
+                });
+            }
+            Ok(())
+        };
+        let branch_ref = |id: i64| SnapshotReference::new(id, SnapshotRetention::branch(None, None, None));
+        for op in ops {
+            b = match op {
+                RefOp::CreateBranch { name, snapshot_id } | RefOp::CreateTag { name, snapshot_id } => {
+                    need(*snapshot_id)?;
+                    if refs.contains_key(name) {
+                        return Err(LakeError::RefExists {
+                            table: table.clone(),
+                            name: name.clone(),
+                        });
+                    }
+                    let is_branch = matches!(op, RefOp::CreateBranch { .. });
+                    let r = if is_branch {
+                        branch_ref(*snapshot_id)
+                    } else {
+                        SnapshotReference::new(*snapshot_id, SnapshotRetention::Tag { max_ref_age_ms: None })
+                    };
+                    refs.insert(name.clone(), (is_branch, *snapshot_id));
+                    b.set_ref(name, r).map_err(|e| LakeError::iceberg(format!("creating ref {name} of {table}"), e))?
+                }
+                RefOp::FastForward { branch, to } => {
+                    need(*to)?;
+                    match refs.get(branch) {
+                        Some((false, _)) => {
+                            return Err(LakeError::NoSuchRef {
+                                table: table.clone(),
+                                kind: "branch",
+                                name: branch.clone(),
+                            });
+                        }
+                        Some((true, from)) if !self.is_ancestor(*from, *to) => {
+                            return Err(LakeError::NotFastForward {
+                                table: table.clone(),
+                                branch: branch.clone(),
+                                from: *from,
+                                to: *to,
+                            });
+                        }
+                        _ => {}
+                    }
+                    refs.insert(branch.clone(), (true, *to));
+                    b.set_ref(branch, branch_ref(*to))
+                        .map_err(|e| LakeError::iceberg(format!("moving {branch} of {table}"), e))?
+                }
+                RefOp::Reset { branch, to } => {
+                    need(*to)?;
+                    if let Some((false, _)) = refs.get(branch) {
+                        return Err(LakeError::NoSuchRef {
+                            table: table.clone(),
+                            kind: "branch",
+                            name: branch.clone(),
+                        });
+                    }
+                    refs.insert(branch.clone(), (true, *to));
+                    b.set_ref(branch, branch_ref(*to))
+                        .map_err(|e| LakeError::iceberg(format!("resetting {branch} of {table}"), e))?
+                }
+                RefOp::Remove { name } => {
+                    if name == MAIN_BRANCH {
+                        return Err(LakeError::Other(format!("{table}: the main branch cannot be removed")));
+                    }
+                    if refs.remove(name).is_none() {
+                        return Err(LakeError::NoSuchRef {
+                            table: table.clone(),
+                            kind: "branch or tag",
+                            name: name.clone(),
+                        });
+                    }
+                    b.remove_ref(name)
+                }
+            };
+        }
+        let built = b
+            .build()
+            .map_err(|e| LakeError::iceberg(format!("updating refs of {table}"), e))?;
+        Ok(TableChange {
+            table: self.name.clone(),
+            base: Some(self.metadata_location().to_string()),
+            kind: ChangeKind::Update(Box::new(built.metadata)),
+            snapshot_id: None,
+            added_files: Vec::new(),
+        })
+    }
+}
+
+pub(crate) fn info(s: &iceberg::spec::Snapshot) -> SnapshotInfo {
+    let summary = s.summary();
+    SnapshotInfo {
+        snapshot_id: s.snapshot_id(),
+        parent_id: s.parent_snapshot_id(),
+        sequence_number: s.sequence_number(),
+        timestamp_ms: s.timestamp_ms(),
+        operation: summary.operation.as_str().to_string(),
+        summary: summary
+            .additional_properties
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        manifest_list: s.manifest_list().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names_are_namespace_dot_table() {
+        let n = TableName::parse("bronze.payments").unwrap();
+        assert_eq!((n.namespace.as_str(), n.table.as_str()), ("bronze", "payments"));
+        assert_eq!(n.to_string(), "bronze.payments");
+        for bad in ["payments", "bronze.", ".x", "a.b.c", "a-b.c", "1a.b", "a.b c"] {
+            assert!(matches!(TableName::parse(bad), Err(LakeError::InvalidName { .. })), "{bad}");
+        }
+    }
+
+    #[test]
+    fn main_is_its_own_at() {
+        assert_eq!(At::reference("main"), At::Main);
+        assert_eq!(At::reference("audit"), At::Ref("audit".into()));
+    }
+}

@@ -1,0 +1,149 @@
+//! Conformance: tables this lake writes, read by pyiceberg through `StaticTable.from_metadata`,
+//! at `main` and at a branch — same rows, snapshot ids, parents, refs and summaries.
+//!
+//! Needs a Python with pyiceberg: `$SUGARSHACK_PYTHON`, or `.venv/bin/python` at the workspace
+//! root (`.ci/run` creates it; the README shows the one-line set-up).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use lake::arrow::array::{Int64Array, RecordBatch, StringArray};
+use lake::arrow::datatypes::{DataType, Field, Schema};
+use lake::{At, Catalog, PartitionField, RefOp, Replace};
+use serde_json::Value;
+
+const READER: &str = r#"
+import json, sys
+from pyiceberg.table import StaticTable
+t = StaticTable.from_metadata(sys.argv[1])
+md = t.metadata
+def ids(snapshot_id):
+    if snapshot_id is None:
+        return []
+    tab = t.scan(snapshot_id=snapshot_id).to_arrow()
+    return sorted(tab.column("id").to_pylist())
+out = {
+    "format_version": md.format_version,
+    "refs": {name: {"snapshot_id": r.snapshot_id, "type": str(r.snapshot_ref_type.value)} for name, r in md.refs.items()},
+    "snapshots": {str(s.snapshot_id): {
+        "parent": s.parent_snapshot_id,
+        "sequence_number": s.sequence_number,
+        "operation": s.summary.operation.value,
+        "summary": {k: v for k, v in s.summary.additional_properties.items()},
+    } for s in md.snapshots},
+    "main": ids(md.refs["main"].snapshot_id if "main" in md.refs else None),
+    "audit": ids(md.refs["audit"].snapshot_id if "audit" in md.refs else None),
+    "current": sorted(t.scan().to_arrow().column("id").to_pylist()),
+}
+print(json.dumps(out))
+"#;
+
+fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("SUGARSHACK_PYTHON") {
+        return PathBuf::from(p);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
+}
+
+fn read_with_pyiceberg(metadata_location: &str) -> Value {
+    let py = python();
+    let out = Command::new(&py).arg("-c").arg(READER).arg(metadata_location).output();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => panic!(
+            "cannot run {} ({e}). The interop test needs pyiceberg: python3 -m venv .venv && .venv/bin/pip install 'pyiceberg[pyarrow]==0.12.0' (or set SUGARSHACK_PYTHON)",
+            py.display()
+        ),
+    };
+    assert!(
+        out.status.success(),
+        "pyiceberg failed to read {metadata_location}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("pyiceberg printed JSON")
+}
+
+fn batch(ids: std::ops::Range<i64>, day: &str) -> RecordBatch {
+    let n = ids.clone().count();
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("day", DataType::Utf8, false),
+    ]);
+    RecordBatch::try_new(
+        Arc::new(schema),
+        vec![
+            Arc::new(Int64Array::from_iter_values(ids)),
+            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(day, n))),
+        ],
+    )
+    .expect("batch")
+}
+
+#[tokio::test]
+async fn pyiceberg_reads_main_and_audit_exactly_as_we_report_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse")).unwrap();
+    let schema = batch(0..1, "x").schema();
+    c.create_table("gold.daily", &schema, &[PartitionField::identity("day")]).await.unwrap();
+    let props = BTreeMap::from([("sugarshack.source-snapshot".to_string(), "123".to_string())]);
+    let s1 = c.append("gold.daily", "audit", &[batch(0..5, "2026-08-01"), batch(5..8, "2026-08-02")], props).await.unwrap();
+    c.update_refs("gold.daily", &[RefOp::FastForward { branch: "main".into(), to: s1.snapshot_id }], "publish")
+        .await
+        .unwrap();
+    c.append("gold.daily", "audit", &[batch(8..10, "2026-08-03")], BTreeMap::new()).await.unwrap();
+    let day2 = lake::Struct::from_iter([Some(lake::Literal::string("2026-08-02"))]);
+    c.replace("gold.daily", "audit", &Replace::Partitions(vec![day2]), &[batch(50..51, "2026-08-02")], BTreeMap::new())
+        .await
+        .unwrap();
+
+    let t = c.table("gold.daily").await.unwrap();
+    let py = read_with_pyiceberg(t.metadata_location());
+
+    assert_eq!(py["format_version"], 2);
+    // Rows at main and at audit.
+    let ours_main: Vec<i64> = sorted_ids(&t.scan(&At::Main).await.unwrap());
+    let ours_audit: Vec<i64> = sorted_ids(&t.scan(&At::reference("audit")).await.unwrap());
+    assert_eq!(ours_main, (0..8).collect::<Vec<_>>());
+    assert_eq!(ours_audit, vec![0, 1, 2, 3, 4, 8, 9, 50]);
+    assert_eq!(as_ids(&py["main"]), ours_main);
+    assert_eq!(as_ids(&py["current"]), ours_main, "pyiceberg's current snapshot is main");
+    assert_eq!(as_ids(&py["audit"]), ours_audit);
+    // Refs.
+    for r in t.refs() {
+        assert_eq!(py["refs"][&r.name]["snapshot_id"], r.snapshot_id, "ref {}", r.name);
+        assert_eq!(py["refs"][&r.name]["type"], r.kind, "ref {}", r.name);
+    }
+    assert_eq!(py["refs"].as_object().unwrap().len(), t.refs().len());
+    // Snapshots: ids, parents, sequence numbers, operations, summaries.
+    let snaps = t.snapshots();
+    assert_eq!(py["snapshots"].as_object().unwrap().len(), snaps.len());
+    for s in snaps {
+        let p = &py["snapshots"][s.snapshot_id.to_string()];
+        assert_eq!(p["parent"], serde_json::json!(s.parent_id), "parent of {}", s.snapshot_id);
+        assert_eq!(p["sequence_number"], s.sequence_number);
+        assert_eq!(p["operation"], s.operation);
+        for (k, v) in &s.summary {
+            assert_eq!(p["summary"][k], *v, "summary {k} of {}", s.snapshot_id);
+        }
+    }
+}
+
+fn sorted_ids(batches: &[RecordBatch]) -> Vec<i64> {
+    let mut v: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column_by_name("id")
+                .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+                .map(|a| a.values().to_vec())
+                .unwrap_or_default()
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn as_ids(v: &Value) -> Vec<i64> {
+    v.as_array().map(|a| a.iter().filter_map(|x| x.as_i64()).collect()).unwrap_or_default()
+}
