@@ -460,18 +460,21 @@ impl Season {
         Ok(season)
     }
 
-    /// Seven (source, hour) files to send twice: daytime hours of the order window, where a
-    /// file always exists; the copy lands 2 to 30 hours later, at minute 10 to 49 (never at
-    /// the same instant as an hourly file).
+    /// Seven (source, hour) files to send twice, one in each seventh of the order window
+    /// (so they are spread over the season), at a daytime hour, where a file always exists;
+    /// the copy lands 2 to 30 hours later, at minute 10 to 49 (never at the same instant as an
+    /// hourly file).
     fn plan_resends(&mut self) {
         let mut rng = Rng::stream(self.seed, TAG_RESEND, 0);
-        while self.resend.len() < RESENT_FILES {
+        let days = (ORDERS_UNTIL - ORDERS_FROM) / DAY;
+        let n = RESENT_FILES as i64;
+        for i in 0..n {
             let source = if rng.below(10) < 7 {
                 Source::Payments
             } else {
                 Source::Orders
             };
-            let day = rng.below(61) as i64;
+            let day = rng.range(i * days / n, (i + 1) * days / n - 1);
             let local_hour = 9 + rng.below(12) as i64;
             let h = day * 24 + local_hour + 3;
             let copy_at = ORDERS_FROM
@@ -480,8 +483,7 @@ impl Season {
                 + rng.range(10, 49) * MINUTE
                 + rng.range(0, 59) * SECOND;
             self.resend
-                .entry((source.index(), h))
-                .or_insert(ResendSlot { copy_at });
+                .insert((source.index(), h), ResendSlot { copy_at });
         }
     }
 

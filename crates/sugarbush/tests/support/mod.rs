@@ -3,7 +3,7 @@
 //! read back the way the story's pipeline reads them.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -82,19 +82,16 @@ pub fn lines(root: &Path, source: Source) -> Vec<Line> {
     out
 }
 
-/// The sha256 of each landed file, and the names of those whose bytes arrived before under
-/// another name (the re-sent copies).
+/// The landed files whose bytes arrived before under another name (the re-sent copies).
 pub fn resent_copies(root: &Path) -> Vec<String> {
     use sha2::{Digest, Sha256};
-    let mut seen = BTreeMap::new();
+    let mut seen = BTreeSet::new();
     let mut copies = Vec::new();
     for source in Source::ALL {
         for f in landed(root, source, end_of_time()).expect("landed") {
             let digest = hex::encode(Sha256::digest(fs::read(&f.path).expect("read")));
-            if seen.contains_key(&digest) {
+            if !seen.insert(digest) {
                 copies.push(f.relative_name.clone());
-            } else {
-                seen.insert(digest, f.relative_name.clone());
             }
         }
     }
