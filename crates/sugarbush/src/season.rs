@@ -306,6 +306,8 @@ struct DayTotals {
     refunded: i64,
     captures: u64,
     refunds: u64,
+    /// Net in CAD cents, each event converted and rounded on its own.
+    net_cad_by_event: i64,
 }
 
 /// What `generate` counts while it writes.
@@ -1005,7 +1007,14 @@ impl Season {
         self.tally.volume.payment_events += 1;
 
         let day = time::day_of(created_ms);
+        let rate = if p.usd {
+            self.rate_micros_for(day)?
+        } else {
+            1_000_000
+        };
+        let signed = if p.refund { -amount } else { amount };
         let totals = &mut self.days.entry(day).or_default()[usize::from(p.usd)];
+        totals.net_cad_by_event += mul_div_round(signed, rate, 1_000_000);
         if p.refund {
             totals.refunded += amount;
             totals.refunds += 1;
@@ -1031,6 +1040,15 @@ impl Season {
         )
         .at(&path)?;
         Ok(())
+    }
+
+    /// The valid USD→CAD rate for a UTC day: the latest rate date on or before it.
+    fn rate_micros_for(&self, day: i64) -> Result<i64> {
+        let date = naive_date(day)?;
+        let i = self.fx_rows.partition_point(|r| r.rate_date <= date);
+        i.checked_sub(1)
+            .map(|i| self.fx_rows[i].rate_micros)
+            .ok_or_else(|| SugarbushError::Internal(format!("no rate on or before {date}")))
     }
 
     // -- landing files -------------------------------------------------------------------------
@@ -1216,8 +1234,8 @@ impl Season {
                 };
                 let net_cad = mul_div_round(net, conv, 1_000_000);
                 daily.push_str(&format!(
-                    "{date},{cur},{},{},{net},{},{},{rd},{rs},{net_cad}\n",
-                    t.captured, t.refunded, t.captures, t.refunds
+                    "{date},{cur},{},{},{net},{},{},{rd},{rs},{net_cad},{}\n",
+                    t.captured, t.refunded, t.captures, t.refunds, t.net_cad_by_event
                 ));
                 let month = self.month(day * DAY);
                 let gross_cad = mul_div_round(t.captured, conv, 1_000_000);

@@ -253,8 +253,13 @@ pub struct DailyTruth {
     /// USD rows: the rate date used (latest on or before the day) and the rate, micro-units.
     pub fx_rate_date: Option<NaiveDate>,
     pub fx_rate_micros: Option<i64>,
-    /// Net in CAD cents: CAD as is; USD × rate, rounded half away from zero, per day.
+    /// Net in CAD cents: CAD as is; USD × rate, rounded half away from zero, per day (how
+    /// finance converts the settlement reports).
     pub net_cad_minor: i64,
+    /// Net in CAD cents with every USD event converted and rounded on its own (half away from
+    /// zero), then summed: what a fact table with one CAD amount per event sums to. Differs
+    /// from `net_cad_minor` by rounding only (a few cents a day at most).
+    pub net_cad_minor_by_event: i64,
 }
 
 /// `fx_rates.csv`: the valid rate of each rate date.
@@ -410,10 +415,10 @@ fn nonempty(s: &str) -> Option<String> {
 
 impl TruthRow for DailyTruth {
     const FILE: &'static str = "daily.csv";
-    const HEADER: &'static str = "date,currency,captured_minor,refunded_minor,net_minor,captures,refunds,fx_rate_date,fx_rate,net_cad_minor";
+    const HEADER: &'static str = "date,currency,captured_minor,refunded_minor,net_minor,captures,refunds,fx_rate_date,fx_rate,net_cad_minor,net_cad_minor_by_event";
 
     fn parse_fields(f: &[&str]) -> Option<Self> {
-        let [d, c, cap, re, net, ncap, nre, frd, fr, ncad] = f else {
+        let [d, c, cap, re, net, ncap, nre, frd, fr, ncad, ncad_ev] = f else {
             return None;
         };
         Some(Self {
@@ -427,6 +432,7 @@ impl TruthRow for DailyTruth {
             fx_rate_date: opt(frd, date)?,
             fx_rate_micros: opt(fr, parse_rate_micros)?,
             net_cad_minor: ncad.parse().ok()?,
+            net_cad_minor_by_event: ncad_ev.parse().ok()?,
         })
     }
 }
@@ -757,7 +763,7 @@ units (cents); rates have exactly six decimals. Instants are UTC.
 | file | one row per | what |
 | --- | --- | --- |
 | summary.json | season | seed, scale, files per source, every injected fault's count, volumes, the FX calendar, the re-sent files |
-| daily.csv | UTC day and currency | captured, refunded and net cents of the deduplicated, correctly parsed events (the settlement reports say the same); USD rows also carry the rate used (latest on or before the day) and the net in CAD cents, rounded half away from zero per day |
+| daily.csv | UTC day and currency | captured, refunded and net cents of the deduplicated, correctly parsed events (the settlement reports say the same); USD rows also carry the rate used (latest on or before the day) and the net in CAD cents, rounded half away from zero per day, and per event then summed |
 | fx_rates.csv | rate date | the valid USD to CAD rate (after correction), how many files published it, the wrong rate it corrected |
 | awaiting.csv | day, 12:00 UTC | orders paid and not shipped: true (commit time), visible (highest LSN among landed changes: what a correct pipeline shows), naive (last change received, re-sent files read again: the bucket brigade); and those paid more than 72 hours before |
 | orders.csv | order | final state (highest LSN) and the instant of every lifecycle step, so its status at any instant |

@@ -348,6 +348,51 @@ fn settlements_equal_the_truth_and_the_parsed_events() {
             d.net_minor
         );
     }
+    // CAD equivalents: per day (finance) and per event (a fact table) differ by rounding only.
+    let mut by_event: BTreeMap<(NaiveDate, Currency), (i64, i64)> = BTreeMap::new();
+    for e in read_payment_events(root).expect("events") {
+        let e = e.expect("an event row");
+        let day = e.created.date_naive();
+        let sign = if e.kind == sugarbush::PaymentKind::Refund {
+            -1
+        } else {
+            1
+        };
+        let rate = match e.currency {
+            Currency::Cad => 1_000_000,
+            Currency::Usd => truth.rate_for(day).expect("a rate").rate_micros,
+        };
+        // Half away from zero, in integers.
+        let micro = i128::from(sign * e.amount_minor) * i128::from(rate);
+        let cents = (micro.abs() + 500_000) / 1_000_000 * micro.signum();
+        let entry = by_event.entry((day, e.currency)).or_default();
+        entry.0 += cents as i64;
+        entry.1 += 1;
+    }
+    for d in &truth.daily {
+        let (cad, events) = by_event
+            .get(&(d.date, d.currency))
+            .copied()
+            .unwrap_or_default();
+        assert_eq!(cad, d.net_cad_minor_by_event, "{} {:?}", d.date, d.currency);
+        assert!(
+            (d.net_cad_minor - cad).abs() <= (events + 1) / 2,
+            "{} {:?}",
+            d.date,
+            d.currency
+        );
+        if d.currency == Currency::Cad {
+            assert_eq!(
+                (d.net_cad_minor, d.net_cad_minor_by_event),
+                (d.net_minor, d.net_minor)
+            );
+        } else {
+            assert_eq!(
+                d.fx_rate_micros,
+                truth.rate_for(d.date).map(|r| r.rate_micros)
+            );
+        }
+    }
 }
 
 #[test]
