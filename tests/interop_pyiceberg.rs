@@ -49,7 +49,11 @@ fn python() -> PathBuf {
 
 fn read_with_pyiceberg(metadata_location: &str) -> Value {
     let py = python();
-    let out = Command::new(&py).arg("-c").arg(READER).arg(metadata_location).output();
+    let out = Command::new(&py)
+        .arg("-c")
+        .arg(READER)
+        .arg(metadata_location)
+        .output();
     let out = match out {
         Ok(o) => o,
         Err(e) => panic!(
@@ -86,17 +90,47 @@ async fn pyiceberg_reads_main_and_audit_exactly_as_we_report_them() {
     let dir = tempfile::tempdir().unwrap();
     let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse")).unwrap();
     let schema = batch(0..1, "x").schema();
-    c.create_table("gold.daily", &schema, &[PartitionField::identity("day")]).await.unwrap();
+    c.create_table("gold.daily", &schema, &[PartitionField::identity("day")])
+        .await
+        .unwrap();
     let props = BTreeMap::from([("sugarshack.source-snapshot".to_string(), "123".to_string())]);
-    let s1 = c.append("gold.daily", "audit", &[batch(0..5, "2026-08-01"), batch(5..8, "2026-08-02")], props).await.unwrap();
-    c.update_refs("gold.daily", &[RefOp::FastForward { branch: "main".into(), to: s1.snapshot_id }], "publish")
+    let s1 = c
+        .append(
+            "gold.daily",
+            "audit",
+            &[batch(0..5, "2026-08-01"), batch(5..8, "2026-08-02")],
+            props,
+        )
         .await
         .unwrap();
-    c.append("gold.daily", "audit", &[batch(8..10, "2026-08-03")], BTreeMap::new()).await.unwrap();
+    c.update_refs(
+        "gold.daily",
+        &[RefOp::FastForward {
+            branch: "main".into(),
+            to: s1.snapshot_id,
+        }],
+        "publish",
+    )
+    .await
+    .unwrap();
+    c.append(
+        "gold.daily",
+        "audit",
+        &[batch(8..10, "2026-08-03")],
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
     let day2 = lake::Struct::from_iter([Some(lake::Literal::string("2026-08-02"))]);
-    c.replace("gold.daily", "audit", &Replace::Partitions(vec![day2]), &[batch(50..51, "2026-08-02")], BTreeMap::new())
-        .await
-        .unwrap();
+    c.replace(
+        "gold.daily",
+        "audit",
+        &Replace::Partitions(vec![day2]),
+        &[batch(50..51, "2026-08-02")],
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
 
     let t = c.table("gold.daily").await.unwrap();
     let py = read_with_pyiceberg(t.metadata_location());
@@ -108,11 +142,19 @@ async fn pyiceberg_reads_main_and_audit_exactly_as_we_report_them() {
     assert_eq!(ours_main, (0..8).collect::<Vec<_>>());
     assert_eq!(ours_audit, vec![0, 1, 2, 3, 4, 8, 9, 50]);
     assert_eq!(as_ids(&py["main"]), ours_main);
-    assert_eq!(as_ids(&py["current"]), ours_main, "pyiceberg's current snapshot is main");
+    assert_eq!(
+        as_ids(&py["current"]),
+        ours_main,
+        "pyiceberg's current snapshot is main"
+    );
     assert_eq!(as_ids(&py["audit"]), ours_audit);
     // Refs.
     for r in t.refs() {
-        assert_eq!(py["refs"][&r.name]["snapshot_id"], r.snapshot_id, "ref {}", r.name);
+        assert_eq!(
+            py["refs"][&r.name]["snapshot_id"], r.snapshot_id,
+            "ref {}",
+            r.name
+        );
         assert_eq!(py["refs"][&r.name]["type"], r.kind, "ref {}", r.name);
     }
     assert_eq!(py["refs"].as_object().unwrap().len(), t.refs().len());
@@ -121,7 +163,12 @@ async fn pyiceberg_reads_main_and_audit_exactly_as_we_report_them() {
     assert_eq!(py["snapshots"].as_object().unwrap().len(), snaps.len());
     for s in snaps {
         let p = &py["snapshots"][s.snapshot_id.to_string()];
-        assert_eq!(p["parent"], serde_json::json!(s.parent_id), "parent of {}", s.snapshot_id);
+        assert_eq!(
+            p["parent"],
+            serde_json::json!(s.parent_id),
+            "parent of {}",
+            s.snapshot_id
+        );
         assert_eq!(p["sequence_number"], s.sequence_number);
         assert_eq!(p["operation"], s.operation);
         for (k, v) in &s.summary {
@@ -145,5 +192,7 @@ fn sorted_ids(batches: &[RecordBatch]) -> Vec<i64> {
 }
 
 fn as_ids(v: &Value) -> Vec<i64> {
-    v.as_array().map(|a| a.iter().filter_map(|x| x.as_i64()).collect()).unwrap_or_default()
+    v.as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_i64()).collect())
+        .unwrap_or_default()
 }

@@ -3,6 +3,7 @@
 //! for people, JSON on request for machines. Errors are one line that names the problem.
 
 mod output;
+mod progress;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,13 +15,27 @@ use lake::{At, Catalog};
 use crate::output::Format;
 
 #[derive(Parser, Debug)]
-#[command(name = "sugarshack", version, about = "A local-first Iceberg lakehouse: tap, boil, grade, publish")]
+#[command(
+    name = "sugarshack",
+    version,
+    about = "A local-first Iceberg lakehouse: tap, boil, grade, publish"
+)]
 struct Cli {
     /// The catalog root (a folder; the log of catalog versions lands here).
-    #[arg(long, global = true, env = "SUGARSHACK_CATALOG", default_value = "catalog")]
+    #[arg(
+        long,
+        global = true,
+        env = "SUGARSHACK_CATALOG",
+        default_value = "catalog"
+    )]
     catalog: PathBuf,
     /// The warehouse root (landing/, truth/ and one folder per table).
-    #[arg(long, global = true, env = "SUGARSHACK_WAREHOUSE", default_value = "warehouse")]
+    #[arg(
+        long,
+        global = true,
+        env = "SUGARSHACK_WAREHOUSE",
+        default_value = "warehouse"
+    )]
     warehouse: PathBuf,
     #[command(subcommand)]
     command: Command,
@@ -28,6 +43,21 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Write the Saltbox Market season's sources into warehouse/landing (and its truth into
+    /// warehouse/truth): the same bytes on every run.
+    Sugarbush {
+        /// Another season (the default seed gives the story's season).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Multiply orders per hour (for benchmarks); fault rates stay the same.
+        #[arg(long, default_value_t = 1)]
+        scale: u32,
+        /// Replace an existing, non-empty landing zone.
+        #[arg(long)]
+        force: bool,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// Run SQL over every table of the catalog (`bronze.payments`, …), at `main` by default.
     Query {
         /// The SQL (DataFusion dialect).
@@ -64,13 +94,78 @@ enum Command {
 }
 
 fn open(cli: &Cli) -> anyhow::Result<Catalog> {
-    Catalog::open_local(&cli.catalog, &cli.warehouse)
-        .with_context(|| format!("opening the lake at {} and {}", cli.catalog.display(), cli.warehouse.display()))
+    Catalog::open_local(&cli.catalog, &cli.warehouse).with_context(|| {
+        format!(
+            "opening the lake at {} and {}",
+            cli.catalog.display(),
+            cli.warehouse.display()
+        )
+    })
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
-        Command::Query { sql, branch, snapshot, version, format } => {
+        Command::Sugarbush {
+            seed,
+            scale,
+            force,
+            format,
+        } => {
+            let cfg = sugarbush::SeasonConfig {
+                seed: seed.unwrap_or(sugarbush::DEFAULT_SEED),
+                scale: *scale,
+            };
+            let bar = progress::Bar::new("sugarbush");
+            let started = std::time::Instant::now();
+            let report = sugarbush::generate(
+                &cli.warehouse,
+                &cfg,
+                &sugarbush::GenerateOptions { force: *force },
+                &bar,
+            )?;
+            bar.finish();
+            let secs = started.elapsed().as_secs_f64();
+            if *format == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                return Ok(());
+            }
+            println!(
+                "season seed {} scale {} -> {}",
+                report.seed,
+                report.scale,
+                sugarbush::landing_dir(&cli.warehouse).display()
+            );
+            let mut rows = Vec::new();
+            for s in &report.sources {
+                rows.push(serde_json::json!({"source": s.source.as_str(), "files": s.files, "lines": s.lines, "bytes": s.bytes}));
+            }
+            rows.push(serde_json::json!({"source": "all", "files": report.files, "lines": report.lines, "bytes": report.bytes}));
+            output::print_json_rows(&rows, Format::Table, &["source", "files", "lines", "bytes"])?;
+            let f = &report.faults;
+            println!(
+                "faults: {} re-sent files, {} duplicate deliveries, {} truncated lines, {} late CDC events, {} v2 events, {} test orders, {} republished rate",
+                f.resent_files,
+                f.duplicate_deliveries,
+                f.truncated_lines,
+                f.late_cdc_events,
+                f.v2_events,
+                f.test_orders_created,
+                f.republished_rates
+            );
+            println!(
+                "{:.1} s, {:.0} lines/s; ground truth in {}",
+                secs,
+                report.lines as f64 / secs.max(1e-9),
+                sugarbush::truth_dir(&cli.warehouse).display()
+            );
+        }
+        Command::Query {
+            sql,
+            branch,
+            snapshot,
+            version,
+            format,
+        } => {
             let lake = open(&cli)?;
             let at = match (branch, snapshot) {
                 (Some(b), _) => At::reference(b),
@@ -107,7 +202,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             all.sort_by_key(|s| std::cmp::Reverse(s.sequence_number));
             for s in all {
-                let refs: Vec<String> = t.refs().into_iter().filter(|r| r.snapshot_id == s.snapshot_id).map(|r| r.name).collect();
+                let refs: Vec<String> = t
+                    .refs()
+                    .into_iter()
+                    .filter(|r| r.snapshot_id == s.snapshot_id)
+                    .map(|r| r.name)
+                    .collect();
                 rows.push(serde_json::json!({
                     "sequence": s.sequence_number,
                     "snapshot_id": s.snapshot_id,
@@ -123,7 +223,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             output::print_json_rows(
                 &rows,
                 *format,
-                &["sequence", "snapshot_id", "parent_id", "committed_at", "operation", "added_records", "total_records", "refs"],
+                &[
+                    "sequence",
+                    "snapshot_id",
+                    "parent_id",
+                    "committed_at",
+                    "operation",
+                    "added_records",
+                    "total_records",
+                    "refs",
+                ],
             )?;
         }
         Command::Branches { format } => {
@@ -147,7 +256,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             output::print_json_rows(
                 &rows,
                 *format,
-                &["table", "ref", "type", "snapshot_id", "sequence", "committed_at", "total_records"],
+                &[
+                    "table",
+                    "ref",
+                    "type",
+                    "snapshot_id",
+                    "sequence",
+                    "committed_at",
+                    "total_records",
+                ],
             )?;
         }
         Command::Log { format } => {
@@ -163,7 +280,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "properties": v.properties,
                 }));
             }
-            output::print_json_rows(&rows, *format, &["version", "committed_at", "operation", "tables", "message"])?;
+            output::print_json_rows(
+                &rows,
+                *format,
+                &["version", "committed_at", "operation", "tables", "message"],
+            )?;
         }
     }
     Ok(())
@@ -171,7 +292,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -181,8 +305,10 @@ fn main() -> ExitCode {
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut msg = e.to_string();
-            for cause in e.chain().skip(1) {
+            let mut msg = e.to_string().replace("'datafusion.", "'");
+            // Lake errors already say what they wrap; others get their causes appended.
+            let own = e.downcast_ref::<lake::LakeError>().is_some();
+            for cause in e.chain().skip(1).filter(|_| !own) {
                 let c = cause.to_string();
                 if !msg.contains(&c) {
                     msg.push_str(": ");

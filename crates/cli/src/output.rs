@@ -39,7 +39,9 @@ pub fn print_batches(batches: &[RecordBatch], format: Format) -> anyhow::Result<
             }
         }
         Format::Csv => {
-            let mut w = lake::arrow::csv::WriterBuilder::new().with_header(true).build(&mut out);
+            let mut w = lake::arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(&mut out);
             for b in batches {
                 w.write(b)?;
             }
@@ -49,7 +51,11 @@ pub fn print_batches(batches: &[RecordBatch], format: Format) -> anyhow::Result<
 }
 
 /// Print rows given as JSON objects; `columns` in order (others appear only in JSON output).
-pub fn print_json_rows(rows: &[serde_json::Value], format: Format, columns: &[&str]) -> anyhow::Result<()> {
+pub fn print_json_rows(
+    rows: &[serde_json::Value],
+    format: Format,
+    columns: &[&str],
+) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match format {
@@ -77,7 +83,13 @@ pub fn print_json_rows(rows: &[serde_json::Value], format: Format, columns: &[&s
                 for r in grid {
                     let escaped: Vec<String> = r
                         .iter()
-                        .map(|v| if v.contains([',', '"', '\n']) { format!("\"{}\"", v.replace('"', "\"\"")) } else { v.clone() })
+                        .map(|v| {
+                            if v.contains([',', '"', '\n']) {
+                                format!("\"{}\"", v.replace('"', "\"\""))
+                            } else {
+                                v.clone()
+                            }
+                        })
                         .collect();
                     writeln!(out, "{}", escaped.join(","))?;
                 }
@@ -86,17 +98,32 @@ pub fn print_json_rows(rows: &[serde_json::Value], format: Format, columns: &[&s
             let widths: Vec<usize> = cols
                 .iter()
                 .enumerate()
-                .map(|(i, c)| grid.iter().map(|r| r[i].chars().count()).chain([c.len()]).max().unwrap_or(0))
+                .map(|(i, c)| {
+                    grid.iter()
+                        .map(|r| r[i].chars().count())
+                        .chain([c.len()])
+                        .max()
+                        .unwrap_or(0)
+                })
                 .collect();
             let numeric: Vec<bool> = cols
                 .iter()
-                .map(|c| rows.iter().all(|r| r[c.as_str()].is_number() || r[c.as_str()].is_null()))
+                .map(|c| {
+                    rows.iter()
+                        .all(|r| r[c.as_str()].is_number() || r[c.as_str()].is_null())
+                })
                 .collect();
             let line = |cells: Vec<String>| -> String {
                 cells
                     .iter()
                     .enumerate()
-                    .map(|(i, v)| if numeric[i] { format!("{v:>w$}", w = widths[i]) } else { format!("{v:<w$}", w = widths[i]) })
+                    .map(|(i, v)| {
+                        if numeric[i] {
+                            format!("{v:>w$}", w = widths[i])
+                        } else {
+                            format!("{v:<w$}", w = widths[i])
+                        }
+                    })
                     .collect::<Vec<_>>()
                     .join("  ")
                     .trim_end()

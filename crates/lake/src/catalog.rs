@@ -197,7 +197,10 @@ fn dir_url(p: &Path) -> Result<String> {
 
 impl Catalog {
     /// A catalog and warehouse in local folders (created on first write).
-    pub fn open_local(catalog_dir: impl AsRef<Path>, warehouse_dir: impl AsRef<Path>) -> Result<Catalog> {
+    pub fn open_local(
+        catalog_dir: impl AsRef<Path>,
+        warehouse_dir: impl AsRef<Path>,
+    ) -> Result<Catalog> {
         let c = dir_url(catalog_dir.as_ref())?;
         let w = dir_url(warehouse_dir.as_ref())?;
         for d in [catalog_dir.as_ref(), warehouse_dir.as_ref()] {
@@ -216,7 +219,11 @@ impl Catalog {
     }
 
     /// A catalog whose locations (URLs with one scheme and authority) all live in `store`.
-    pub fn open_store(store: Arc<dyn ObjectStore>, catalog_url: &str, warehouse_url: &str) -> Catalog {
+    pub fn open_store(
+        store: Arc<dyn ObjectStore>,
+        catalog_url: &str,
+        warehouse_url: &str,
+    ) -> Catalog {
         let mut stores = Stores::new();
         for u in [catalog_url, warehouse_url] {
             if let Ok(url) = Url::parse(u) {
@@ -281,7 +288,12 @@ impl Catalog {
     }
 
     pub(crate) fn check_failpoint(&self, point: Failpoint) -> Result<()> {
-        let armed = self.inner.failpoint.lock().map(|f| *f == Some(point)).unwrap_or(false);
+        let armed = self
+            .inner
+            .failpoint
+            .lock()
+            .map(|f| *f == Some(point))
+            .unwrap_or(false);
         if armed {
             return Err(LakeError::Injected(match point {
                 Failpoint::AfterDataFiles => "after-data-files",
@@ -325,7 +337,9 @@ impl Catalog {
 
     async fn head_inner(&self) -> Result<CatalogVersion> {
         let hint = match storage::read_optional(self.stores(), &self.hint_location()).await? {
-            Some(b) => std::str::from_utf8(&b).ok().and_then(|s| s.trim().parse::<u64>().ok()),
+            Some(b) => std::str::from_utf8(&b)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok()),
             None => None,
         };
         let start = match hint {
@@ -371,7 +385,10 @@ impl Catalog {
             .iter()
             .filter_map(|l| {
                 let name = l.location.rsplit('/').next()?;
-                name.strip_prefix('v')?.strip_suffix(".json")?.parse::<u64>().ok()
+                name.strip_prefix('v')?
+                    .strip_suffix(".json")?
+                    .parse::<u64>()
+                    .ok()
             })
             .max()
             .unwrap_or(0))
@@ -416,15 +433,22 @@ impl Catalog {
     /// Load a table from an already-read catalog version.
     pub async fn table_in(&self, v: &CatalogVersion, name: &str) -> Result<Table> {
         let name = TableName::parse(name)?;
-        let entry = v.tables.get(&name.to_string()).ok_or_else(|| LakeError::NoSuchTable {
-            table: name.to_string(),
-            version: v.version,
-        })?;
+        let entry = v
+            .tables
+            .get(&name.to_string())
+            .ok_or_else(|| LakeError::NoSuchTable {
+                table: name.to_string(),
+                version: v.version,
+            })?;
         let md = self.read_metadata(&name, &entry.metadata_location).await?;
         self.table_from(name, md, entry.metadata_location.clone(), v.version)
     }
 
-    pub(crate) async fn read_metadata(&self, name: &TableName, location: &str) -> Result<TableMetadata> {
+    pub(crate) async fn read_metadata(
+        &self,
+        name: &TableName,
+        location: &str,
+    ) -> Result<TableMetadata> {
         let bytes = storage::read_optional(self.stores(), location)
             .await?
             .ok_or_else(|| LakeError::BadMetadata {
@@ -439,10 +463,19 @@ impl Catalog {
         })
     }
 
-    pub(crate) fn table_from(&self, name: TableName, md: TableMetadata, location: String, version: u64) -> Result<Table> {
+    pub(crate) fn table_from(
+        &self,
+        name: TableName,
+        md: TableMetadata,
+        location: String,
+        version: u64,
+    ) -> Result<Table> {
         let runtime = iceberg::Runtime::try_current()
             .map_err(|e| LakeError::iceberg("the lake needs a tokio runtime", e))?;
-        let ident = TableIdent::new(NamespaceIdent::new(name.namespace.clone()), name.table.clone());
+        let ident = TableIdent::new(
+            NamespaceIdent::new(name.namespace.clone()),
+            name.table.clone(),
+        );
         let t = IcebergTable::builder()
             .file_io(self.inner.file_io.clone())
             .metadata(md)
@@ -456,7 +489,10 @@ impl Catalog {
 
     /// The location new tables get: `<warehouse>/<namespace>/<table>`.
     pub fn default_table_location(&self, name: &TableName) -> String {
-        storage::join(&self.inner.warehouse_url, &format!("{}/{}", name.namespace, name.table))
+        storage::join(
+            &self.inner.warehouse_url,
+            &format!("{}/{}", name.namespace, name.table),
+        )
     }
 
     /// Commit staged changes to any number of tables as one new catalog version.
@@ -478,14 +514,18 @@ impl Catalog {
         for change in &changes {
             let key = change.table.to_string();
             if new_locations.contains_key(&key) {
-                return Err(LakeError::Other(format!("one commit changes table {key} twice")));
+                return Err(LakeError::Other(format!(
+                    "one commit changes table {key} twice"
+                )));
             }
             if let Some(s) = change.snapshot_id {
                 snapshots.insert(key.clone(), s);
             }
             let loc = match &change.kind {
                 ChangeKind::Update(md) => {
-                    let loc = self.write_metadata(&change.table, md, change.base.as_deref()).await?;
+                    let loc = self
+                        .write_metadata(&change.table, md, change.base.as_deref())
+                        .await?;
                     written.push(loc.clone());
                     Some(loc)
                 }
@@ -570,7 +610,12 @@ impl Catalog {
             for (key, loc) in new_locations {
                 match loc {
                     Some(l) => {
-                        next.tables.insert(key.clone(), TableEntry { metadata_location: l.clone() });
+                        next.tables.insert(
+                            key.clone(),
+                            TableEntry {
+                                metadata_location: l.clone(),
+                            },
+                        );
                         if let Ok(name) = TableName::parse(key) {
                             next.namespaces.entry(name.namespace.clone()).or_default();
                         }
@@ -580,8 +625,15 @@ impl Catalog {
                     }
                 }
             }
-            let bytes = serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
-            if storage::put_if_absent(self.stores(), &self.version_location(next.version), Bytes::from(bytes)).await? {
+            let bytes =
+                serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
+            if storage::put_if_absent(
+                self.stores(),
+                &self.version_location(next.version),
+                Bytes::from(bytes),
+            )
+            .await?
+            {
                 // Best effort: the hint only speeds up finding the head.
                 let _ = storage::put(
                     self.stores(),
@@ -600,7 +652,11 @@ impl Catalog {
     }
 
     /// Commit namespace properties (creating the namespace if needed).
-    pub async fn set_namespace(&self, namespace: &str, properties: BTreeMap<String, String>) -> Result<u64> {
+    pub async fn set_namespace(
+        &self,
+        namespace: &str,
+        properties: BTreeMap<String, String>,
+    ) -> Result<u64> {
         TableName::check_part(namespace, namespace)?;
         for _ in 0..MAX_COMMIT_ATTEMPTS {
             let head = self.head().await?;
@@ -612,14 +668,30 @@ impl Catalog {
             next.message = format!("set namespace {namespace}");
             next.properties = BTreeMap::new();
             next.changed = Vec::new();
-            next.namespaces.insert(namespace.to_string(), properties.clone());
-            let bytes = serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
-            if storage::put_if_absent(self.stores(), &self.version_location(next.version), Bytes::from(bytes)).await? {
-                let _ = storage::put(self.stores(), &self.hint_location(), Bytes::from(next.version.to_string())).await;
+            next.namespaces
+                .insert(namespace.to_string(), properties.clone());
+            let bytes =
+                serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
+            if storage::put_if_absent(
+                self.stores(),
+                &self.version_location(next.version),
+                Bytes::from(bytes),
+            )
+            .await?
+            {
+                let _ = storage::put(
+                    self.stores(),
+                    &self.hint_location(),
+                    Bytes::from(next.version.to_string()),
+                )
+                .await;
                 return Ok(next.version);
             }
         }
-        Err(LakeError::TooManyRetries { attempts: MAX_COMMIT_ATTEMPTS, version: 0 })
+        Err(LakeError::TooManyRetries {
+            attempts: MAX_COMMIT_ATTEMPTS,
+            version: 0,
+        })
     }
 
     /// Remove an empty namespace.
@@ -629,7 +701,11 @@ impl Catalog {
             if !head.namespaces.contains_key(namespace) {
                 return Err(LakeError::NoSuchNamespace(namespace.to_string()));
             }
-            if head.tables.keys().any(|k| k.split('.').next() == Some(namespace)) {
+            if head
+                .tables
+                .keys()
+                .any(|k| k.split('.').next() == Some(namespace))
+            {
                 return Err(LakeError::NamespaceNotEmpty(namespace.to_string()));
             }
             let mut next = head.clone();
@@ -641,24 +717,50 @@ impl Catalog {
             next.properties = BTreeMap::new();
             next.changed = Vec::new();
             next.namespaces.remove(namespace);
-            let bytes = serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
-            if storage::put_if_absent(self.stores(), &self.version_location(next.version), Bytes::from(bytes)).await? {
-                let _ = storage::put(self.stores(), &self.hint_location(), Bytes::from(next.version.to_string())).await;
+            let bytes =
+                serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
+            if storage::put_if_absent(
+                self.stores(),
+                &self.version_location(next.version),
+                Bytes::from(bytes),
+            )
+            .await?
+            {
+                let _ = storage::put(
+                    self.stores(),
+                    &self.hint_location(),
+                    Bytes::from(next.version.to_string()),
+                )
+                .await;
                 return Ok(next.version);
             }
         }
-        Err(LakeError::TooManyRetries { attempts: MAX_COMMIT_ATTEMPTS, version: 0 })
+        Err(LakeError::TooManyRetries {
+            attempts: MAX_COMMIT_ATTEMPTS,
+            version: 0,
+        })
     }
 
-    async fn write_metadata(&self, name: &TableName, md: &TableMetadata, base: Option<&str>) -> Result<String> {
+    async fn write_metadata(
+        &self,
+        name: &TableName,
+        md: &TableMetadata,
+        base: Option<&str>,
+    ) -> Result<String> {
         let next_number = base.and_then(metadata_number).map(|n| n + 1).unwrap_or(0);
         let loc = storage::join(
             md.location(),
-            &format!("metadata/{next_number:05}-{}.metadata.json", uuid::Uuid::new_v4()),
+            &format!(
+                "metadata/{next_number:05}-{}.metadata.json",
+                uuid::Uuid::new_v4()
+            ),
         );
-        let bytes = serde_json::to_vec(md).map_err(|e| LakeError::Other(format!("serialising metadata of {name}: {e}")))?;
+        let bytes = serde_json::to_vec(md)
+            .map_err(|e| LakeError::Other(format!("serialising metadata of {name}: {e}")))?;
         if !storage::put_if_absent(self.stores(), &loc, Bytes::from(bytes)).await? {
-            return Err(LakeError::Other(format!("metadata file {loc} already exists")));
+            return Err(LakeError::Other(format!(
+                "metadata file {loc} already exists"
+            )));
         }
         Ok(loc)
     }
@@ -686,10 +788,11 @@ fn parse_version(location: &str, bytes: &[u8], expected: u64) -> Result<CatalogV
             supported: CATALOG_FORMAT,
         });
     }
-    let v: CatalogVersion = serde_json::from_slice(bytes).map_err(|e| LakeError::BadCatalogVersion {
-        location: location.to_string(),
-        detail: e.to_string(),
-    })?;
+    let v: CatalogVersion =
+        serde_json::from_slice(bytes).map_err(|e| LakeError::BadCatalogVersion {
+            location: location.to_string(),
+            detail: e.to_string(),
+        })?;
     if v.version != expected {
         return Err(LakeError::BadCatalogVersion {
             location: location.to_string(),
@@ -705,20 +808,36 @@ mod tests {
 
     #[test]
     fn metadata_numbers_come_from_file_names() {
-        assert_eq!(metadata_number("file:///w/t/metadata/00007-abc.metadata.json"), Some(7));
-        assert_eq!(metadata_number("file:///w/t/metadata/x.metadata.json"), None);
+        assert_eq!(
+            metadata_number("file:///w/t/metadata/00007-abc.metadata.json"),
+            Some(7)
+        );
+        assert_eq!(
+            metadata_number("file:///w/t/metadata/x.metadata.json"),
+            None
+        );
     }
 
     #[test]
     fn versions_are_checked_for_format_shape_and_number() {
-        let ok = serde_json::to_vec(&CatalogVersion { version: 3, ..CatalogVersion::empty() }).unwrap();
+        let ok = serde_json::to_vec(&CatalogVersion {
+            version: 3,
+            ..CatalogVersion::empty()
+        })
+        .unwrap();
         assert_eq!(parse_version("v3", &ok, 3).unwrap().version, 3);
-        assert!(matches!(parse_version("v4", &ok, 4), Err(LakeError::BadCatalogVersion { .. })));
+        assert!(matches!(
+            parse_version("v4", &ok, 4),
+            Err(LakeError::BadCatalogVersion { .. })
+        ));
         assert!(matches!(
             parse_version("v", br#"{"format": 2}"#, 1),
             Err(LakeError::UnsupportedFormat { found: 2, .. })
         ));
-        assert!(matches!(parse_version("v", b"not json", 1), Err(LakeError::BadCatalogVersion { .. })));
+        assert!(matches!(
+            parse_version("v", b"not json", 1),
+            Err(LakeError::BadCatalogVersion { .. })
+        ));
     }
 
     #[tokio::test]
@@ -728,13 +847,19 @@ mod tests {
         c.set_namespace("a", BTreeMap::new()).await.unwrap();
         c.set_namespace("b", BTreeMap::new()).await.unwrap();
         // A stale hint (as after a writer crashed before updating it) still finds the head.
-        storage::put(c.stores(), &c.hint_location(), Bytes::from("1")).await.unwrap();
+        storage::put(c.stores(), &c.hint_location(), Bytes::from("1"))
+            .await
+            .unwrap();
         assert_eq!(c.latest_version_number().await.unwrap(), 2);
         // A hint past the end of the log is ignored.
-        storage::put(c.stores(), &c.hint_location(), Bytes::from("9")).await.unwrap();
+        storage::put(c.stores(), &c.hint_location(), Bytes::from("9"))
+            .await
+            .unwrap();
         assert_eq!(c.latest_version_number().await.unwrap(), 2);
         // No hint at all: the listing finds it.
-        storage::delete(c.stores(), &c.hint_location()).await.unwrap();
+        storage::delete(c.stores(), &c.hint_location())
+            .await
+            .unwrap();
         assert_eq!(c.head().await.unwrap().namespaces.len(), 2);
     }
 }

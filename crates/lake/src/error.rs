@@ -53,7 +53,9 @@ pub enum LakeError {
     NoCatalog(String),
 
     /// A catalog version written by a newer sugarshack.
-    #[error("catalog version file {location} has format {found}; this build reads up to {supported}")]
+    #[error(
+        "catalog version file {location} has format {found}; this build reads up to {supported}"
+    )]
     UnsupportedFormat {
         location: String,
         found: u32,
@@ -77,11 +79,15 @@ pub enum LakeError {
     Conflict { table: String, detail: String },
 
     /// Catalog versions kept being taken by other writers.
-    #[error("commit gave up after {attempts} attempts: catalog version {version} kept being taken by other writers")]
+    #[error(
+        "commit gave up after {attempts} attempts: catalog version {version} kept being taken by other writers"
+    )]
     TooManyRetries { attempts: u32, version: u64 },
 
     /// A fast-forward whose target does not descend from the branch head.
-    #[error("cannot fast-forward {table} branch {branch:?} from snapshot {from} to {to}: {from} is not an ancestor of {to}")]
+    #[error(
+        "cannot fast-forward {table} branch {branch:?} from snapshot {from} to {to}: {from} is not an ancestor of {to}"
+    )]
     NotFastForward {
         table: String,
         branch: String,
@@ -90,7 +96,9 @@ pub enum LakeError {
     },
 
     /// An incremental read across a snapshot that did not only append.
-    #[error("incremental read of {table}: snapshot {snapshot_id} is a {operation}, not an append; read the branch in full instead")]
+    #[error(
+        "incremental read of {table}: snapshot {snapshot_id} is a {operation}, not an append; read the branch in full instead"
+    )]
     NotAppendOnly {
         table: String,
         snapshot_id: i64,

@@ -6,9 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use async_trait::async_trait;
 use iceberg::spec::TableMetadataBuilder;
 use iceberg::table::Table as IcebergTable;
-use iceberg::{
-    ErrorKind, Namespace, NamespaceIdent, TableCommit, TableCreation, TableIdent,
-};
+use iceberg::{ErrorKind, Namespace, NamespaceIdent, TableCommit, TableCreation, TableIdent};
 
 use crate::catalog::{Catalog, ChangeKind, TableChange};
 use crate::error::LakeError;
@@ -19,7 +17,9 @@ fn to_ice(e: LakeError) -> iceberg::Error {
         LakeError::NoSuchTable { .. } => ErrorKind::TableNotFound,
         LakeError::TableExists(_) => ErrorKind::TableAlreadyExists,
         LakeError::NoSuchNamespace(_) => ErrorKind::NamespaceNotFound,
-        LakeError::Conflict { .. } | LakeError::TooManyRetries { .. } => ErrorKind::CatalogCommitConflicts,
+        LakeError::Conflict { .. } | LakeError::TooManyRetries { .. } => {
+            ErrorKind::CatalogCommitConflicts
+        }
         LakeError::InvalidName { .. } => ErrorKind::DataInvalid,
         _ => ErrorKind::Unexpected,
     };
@@ -42,15 +42,26 @@ fn table_name(t: &TableIdent) -> iceberg::Result<TableName> {
 
 #[async_trait]
 impl iceberg::Catalog for Catalog {
-    async fn list_namespaces(&self, parent: Option<&NamespaceIdent>) -> iceberg::Result<Vec<NamespaceIdent>> {
+    async fn list_namespaces(
+        &self,
+        parent: Option<&NamespaceIdent>,
+    ) -> iceberg::Result<Vec<NamespaceIdent>> {
         if parent.is_some() {
             return Ok(Vec::new());
         }
         let head = self.head().await.map_err(to_ice)?;
-        Ok(head.namespaces.keys().map(|n| NamespaceIdent::new(n.clone())).collect())
+        Ok(head
+            .namespaces
+            .keys()
+            .map(|n| NamespaceIdent::new(n.clone()))
+            .collect())
     }
 
-    async fn create_namespace(&self, namespace: &NamespaceIdent, properties: HashMap<String, String>) -> iceberg::Result<Namespace> {
+    async fn create_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> iceberg::Result<Namespace> {
         let ns = ns_name(namespace)?;
         let head = self.head().await.map_err(to_ice)?;
         if head.namespaces.contains_key(&ns) {
@@ -80,10 +91,19 @@ impl iceberg::Catalog for Catalog {
 
     async fn namespace_exists(&self, namespace: &NamespaceIdent) -> iceberg::Result<bool> {
         let ns = ns_name(namespace)?;
-        Ok(self.head().await.map_err(to_ice)?.namespaces.contains_key(&ns))
+        Ok(self
+            .head()
+            .await
+            .map_err(to_ice)?
+            .namespaces
+            .contains_key(&ns))
     }
 
-    async fn update_namespace(&self, namespace: &NamespaceIdent, properties: HashMap<String, String>) -> iceberg::Result<()> {
+    async fn update_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> iceberg::Result<()> {
         let ns = ns_name(namespace)?;
         if !self.namespace_exists(namespace).await? {
             return Err(to_ice(LakeError::NoSuchNamespace(ns)));
@@ -96,7 +116,10 @@ impl iceberg::Catalog for Catalog {
 
     async fn drop_namespace(&self, namespace: &NamespaceIdent) -> iceberg::Result<()> {
         let ns = ns_name(namespace)?;
-        Catalog::drop_namespace(self, &ns).await.map(|_| ()).map_err(to_ice)
+        Catalog::drop_namespace(self, &ns)
+            .await
+            .map(|_| ())
+            .map_err(to_ice)
     }
 
     async fn list_tables(&self, namespace: &NamespaceIdent) -> iceberg::Result<Vec<TableIdent>> {
@@ -114,7 +137,11 @@ impl iceberg::Catalog for Catalog {
             .collect())
     }
 
-    async fn create_table(&self, namespace: &NamespaceIdent, creation: TableCreation) -> iceberg::Result<IcebergTable> {
+    async fn create_table(
+        &self,
+        namespace: &NamespaceIdent,
+        creation: TableCreation,
+    ) -> iceberg::Result<IcebergTable> {
         let ns = ns_name(namespace)?;
         if !self.namespace_exists(namespace).await? {
             return Err(to_ice(LakeError::NoSuchNamespace(ns)));
@@ -124,7 +151,9 @@ impl iceberg::Catalog for Catalog {
         if creation.location.is_none() {
             creation.location = Some(self.default_table_location(&name));
         }
-        let md = TableMetadataBuilder::from_table_creation(creation)?.build()?.metadata;
+        let md = TableMetadataBuilder::from_table_creation(creation)?
+            .build()?
+            .metadata;
         let change = TableChange {
             table: name.clone(),
             base: None,
@@ -133,7 +162,12 @@ impl iceberg::Catalog for Catalog {
             added_files: Vec::new(),
         };
         let committed = self
-            .commit(vec![change], "create-table", &format!("create {name}"), BTreeMap::new())
+            .commit(
+                vec![change],
+                "create-table",
+                &format!("create {name}"),
+                BTreeMap::new(),
+            )
             .await
             .map_err(|e| match e {
                 LakeError::Conflict { .. } => to_ice(LakeError::TableExists(name.to_string())),
@@ -154,20 +188,30 @@ impl iceberg::Catalog for Catalog {
 
     async fn drop_table(&self, table: &TableIdent) -> iceberg::Result<()> {
         let name = table_name(table)?;
-        Catalog::drop_table(self, &name.to_string()).await.map(|_| ()).map_err(to_ice)
+        Catalog::drop_table(self, &name.to_string())
+            .await
+            .map(|_| ())
+            .map_err(to_ice)
     }
 
     async fn purge_table(&self, table: &TableIdent) -> iceberg::Result<()> {
         let name = table_name(table)?;
         let t = self.table(&name.to_string()).await.map_err(to_ice)?;
         let location = t.location().to_string();
-        Catalog::drop_table(self, &name.to_string()).await.map_err(to_ice)?;
+        Catalog::drop_table(self, &name.to_string())
+            .await
+            .map_err(to_ice)?;
         self.file_io().delete_prefix(&location).await
     }
 
     async fn table_exists(&self, table: &TableIdent) -> iceberg::Result<bool> {
         let name = table_name(table)?;
-        Ok(self.head().await.map_err(to_ice)?.tables.contains_key(&name.to_string()))
+        Ok(self
+            .head()
+            .await
+            .map_err(to_ice)?
+            .tables
+            .contains_key(&name.to_string()))
     }
 
     async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> iceberg::Result<()> {
@@ -190,16 +234,27 @@ impl iceberg::Catalog for Catalog {
                 added_files: Vec::new(),
             },
         ];
-        self.commit(changes, "rename-table", &format!("rename {from} to {to}"), BTreeMap::new())
-            .await
-            .map(|_| ())
-            .map_err(to_ice)
+        self.commit(
+            changes,
+            "rename-table",
+            &format!("rename {from} to {to}"),
+            BTreeMap::new(),
+        )
+        .await
+        .map(|_| ())
+        .map_err(to_ice)
     }
 
-    async fn register_table(&self, table: &TableIdent, metadata_location: String) -> iceberg::Result<IcebergTable> {
+    async fn register_table(
+        &self,
+        table: &TableIdent,
+        metadata_location: String,
+    ) -> iceberg::Result<IcebergTable> {
         let name = table_name(table)?;
         // Refuse a location that is not readable Iceberg metadata: never name a missing file.
-        self.read_metadata(&name, &metadata_location).await.map_err(to_ice)?;
+        self.read_metadata(&name, &metadata_location)
+            .await
+            .map_err(to_ice)?;
         let change = TableChange {
             table: name.clone(),
             base: None,
@@ -208,7 +263,12 @@ impl iceberg::Catalog for Catalog {
             added_files: Vec::new(),
         };
         let c = self
-            .commit(vec![change], "register-table", &format!("register {name}"), BTreeMap::new())
+            .commit(
+                vec![change],
+                "register-table",
+                &format!("register {name}"),
+                BTreeMap::new(),
+            )
             .await
             .map_err(to_ice)?;
         let t = self
@@ -231,7 +291,12 @@ impl iceberg::Catalog for Catalog {
             added_files: Vec::new(),
         };
         let c = self
-            .commit(vec![change], "update-table", &format!("update {name}"), BTreeMap::new())
+            .commit(
+                vec![change],
+                "update-table",
+                &format!("update {name}"),
+                BTreeMap::new(),
+            )
             .await
             .map_err(to_ice)?;
         let t = self

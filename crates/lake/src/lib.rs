@@ -43,8 +43,8 @@ pub use catalog::{
     CATALOG_FORMAT, Catalog, CatalogVersion, Committed, Failpoint, TableChange, TableEntry,
 };
 pub use error::{LakeError, Result};
-use iceberg::spec::{TableMetadataBuilder, UnboundPartitionSpec};
 pub use iceberg::spec::{Datum, Literal, PrimitiveLiteral, Struct, Transform};
+use iceberg::spec::{TableMetadataBuilder, UnboundPartitionSpec};
 pub use maintenance::{ExpireOptions, OrphanReport};
 pub use read::{AddedBy, Incremental};
 pub use sql::{SqlContext, register_table};
@@ -104,10 +104,12 @@ impl Catalog {
             .map_err(|e| LakeError::iceberg(format!("schema of new table {tn}"), e))?;
         let mut spec = UnboundPartitionSpec::builder();
         for p in partition {
-            let field = ice_schema.field_by_name(&p.column).ok_or_else(|| LakeError::Schema {
-                table: tn.to_string(),
-                detail: format!("partition column {:?} is not in the schema", p.column),
-            })?;
+            let field = ice_schema
+                .field_by_name(&p.column)
+                .ok_or_else(|| LakeError::Schema {
+                    table: tn.to_string(),
+                    detail: format!("partition column {:?} is not in the schema", p.column),
+                })?;
             let part_name = match p.transform {
                 Transform::Identity => p.column.clone(),
                 other => {
@@ -147,9 +149,22 @@ impl Catalog {
     }
 
     /// Create an empty table (its namespace is created with it).
-    pub async fn create_table(&self, name: &str, schema: &arrow_schema::Schema, partition: &[PartitionField]) -> Result<Table> {
+    pub async fn create_table(
+        &self,
+        name: &str,
+        schema: &arrow_schema::Schema,
+        partition: &[PartitionField],
+    ) -> Result<Table> {
         let change = self.stage_create_table(name, schema, partition).await?;
-        match self.commit(vec![change], "create-table", &format!("create {name}"), BTreeMap::new()).await {
+        match self
+            .commit(
+                vec![change],
+                "create-table",
+                &format!("create {name}"),
+                BTreeMap::new(),
+            )
+            .await
+        {
             Ok(c) => self.table_at_version(name, c.version).await,
             Err(LakeError::Conflict { .. }) => Err(LakeError::TableExists(name.to_string())),
             Err(e) => Err(e),
@@ -157,14 +172,21 @@ impl Catalog {
     }
 
     /// Load a table, creating it empty when it does not exist yet.
-    pub async fn create_table_if_absent(&self, name: &str, schema: &arrow_schema::Schema, partition: &[PartitionField]) -> Result<Table> {
+    pub async fn create_table_if_absent(
+        &self,
+        name: &str,
+        schema: &arrow_schema::Schema,
+        partition: &[PartitionField],
+    ) -> Result<Table> {
         match self.table(name).await {
             Ok(t) => Ok(t),
-            Err(LakeError::NoSuchTable { .. }) => match self.create_table(name, schema, partition).await {
-                Ok(t) => Ok(t),
-                Err(LakeError::TableExists(_)) => self.table(name).await,
-                Err(e) => Err(e),
-            },
+            Err(LakeError::NoSuchTable { .. }) => {
+                match self.create_table(name, schema, partition).await {
+                    Ok(t) => Ok(t),
+                    Err(LakeError::TableExists(_)) => self.table(name).await,
+                    Err(e) => Err(e),
+                }
+            }
             Err(e) => Err(e),
         }
     }
@@ -180,7 +202,8 @@ impl Catalog {
     ) -> Result<SnapshotCommit> {
         let table = self.table(name).await?;
         let files = table.write_data_files(batches).await?;
-        self.commit_files(name, branch, files, None, properties, "append").await
+        self.commit_files(name, branch, files, None, properties, "append")
+            .await
     }
 
     /// Replace on `branch`: remove what `replace` names, add `batches`, commit (retrying as
@@ -195,7 +218,8 @@ impl Catalog {
     ) -> Result<SnapshotCommit> {
         let table = self.table(name).await?;
         let files = table.write_data_files(batches).await?;
-        self.commit_files(name, branch, files, Some(replace), properties, "overwrite").await
+        self.commit_files(name, branch, files, Some(replace), properties, "overwrite")
+            .await
     }
 
     async fn commit_files(
@@ -210,10 +234,17 @@ impl Catalog {
         let mut last_err = None;
         for _ in 0..WRITE_RETRIES {
             let table = self.table(name).await?;
-            let change = table.stage_files(branch, files.clone(), replace, properties.clone()).await?;
+            let change = table
+                .stage_files(branch, files.clone(), replace, properties.clone())
+                .await?;
             let snapshot_id = change.snapshot_id.unwrap_or_default();
             match self
-                .commit(vec![change], operation, &format!("{operation} {name} branch {branch}"), BTreeMap::new())
+                .commit(
+                    vec![change],
+                    operation,
+                    &format!("{operation} {name} branch {branch}"),
+                    BTreeMap::new(),
+                )
                 .await
             {
                 Ok(c) => {
@@ -234,7 +265,12 @@ impl Catalog {
         let table = self.table(name).await?;
         let change = table.stage_refs(ops)?;
         let c = self
-            .commit(vec![change], operation, &format!("{operation} {name}"), BTreeMap::new())
+            .commit(
+                vec![change],
+                operation,
+                &format!("{operation} {name}"),
+                BTreeMap::new(),
+            )
             .await?;
         Ok(c.version)
     }
@@ -245,8 +281,13 @@ impl Catalog {
         match table.stage_expire(opts)? {
             None => Ok(Vec::new()),
             Some((change, ids)) => {
-                self.commit(vec![change], "expire-snapshots", &format!("expire {} snapshots of {name}", ids.len()), BTreeMap::new())
-                    .await?;
+                self.commit(
+                    vec![change],
+                    "expire-snapshots",
+                    &format!("expire {} snapshots of {name}", ids.len()),
+                    BTreeMap::new(),
+                )
+                .await?;
                 Ok(ids)
             }
         }
@@ -262,6 +303,14 @@ impl Catalog {
             snapshot_id: None,
             added_files: Vec::new(),
         };
-        Ok(self.commit(vec![change], "drop-table", &format!("drop {name}"), BTreeMap::new()).await?.version)
+        Ok(self
+            .commit(
+                vec![change],
+                "drop-table",
+                &format!("drop {name}"),
+                BTreeMap::new(),
+            )
+            .await?
+            .version)
     }
 }

@@ -31,15 +31,18 @@ impl Table {
         let md = self.metadata();
         let mut keep: HashSet<i64> = HashSet::new();
         let protect: HashSet<i64> = opts.protect.iter().copied().collect();
-        for r in md.refs().values() {
-            keep.insert(r.snapshot_id);
-            if !r.is_branch() {
+        for &(is_branch, head) in self.ref_entries().values() {
+            keep.insert(head);
+            if !is_branch {
                 continue;
             }
             // Walk the branch from its head; keep while any rule still asks for more.
-            let chain = self.ancestry(r.snapshot_id)?;
-            let protected_on_chain: HashSet<i64> =
-                chain.iter().map(|s| s.snapshot_id).filter(|id| protect.contains(id)).collect();
+            let chain = self.ancestry(head)?;
+            let protected_on_chain: HashSet<i64> = chain
+                .iter()
+                .map(|s| s.snapshot_id)
+                .filter(|id| protect.contains(id))
+                .collect();
             let mut protected_seen = 0usize;
             for (i, s) in chain.iter().enumerate() {
                 let young = s.timestamp_ms >= opts.older_than_ms;
@@ -101,7 +104,11 @@ impl OrphanReport {
 
 impl Catalog {
     /// Every file a table's metadata reaches, across every catalog version that names it.
-    async fn reachable_files(&self, name: &TableName, metadata_locations: &BTreeSet<String>) -> Result<HashSet<String>> {
+    async fn reachable_files(
+        &self,
+        name: &TableName,
+        metadata_locations: &BTreeSet<String>,
+    ) -> Result<HashSet<String>> {
         let mut reach: HashSet<String> = HashSet::new();
         let mut lists_done: HashSet<String> = HashSet::new();
         let mut manifests_done: HashSet<String> = HashSet::new();
@@ -119,7 +126,12 @@ impl Catalog {
                 if !lists_done.insert(list_path) {
                     continue;
                 }
-                let list = table.iceberg().manifest_list_reader(snap).load().await.map_err(ice)?;
+                let list = table
+                    .iceberg()
+                    .manifest_list_reader(snap)
+                    .load()
+                    .await
+                    .map_err(ice)?;
                 for mf in list.entries() {
                     reach.insert(mf.manifest_path.clone());
                     if !manifests_done.insert(mf.manifest_path.clone()) {
@@ -142,7 +154,10 @@ impl Catalog {
         let mut per_table: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for v in &log {
             for (t, e) in &v.tables {
-                per_table.entry(t.clone()).or_default().insert(e.metadata_location.clone());
+                per_table
+                    .entry(t.clone())
+                    .or_default()
+                    .insert(e.metadata_location.clone());
             }
         }
         let mut report = OrphanReport::default();
@@ -161,7 +176,11 @@ impl Catalog {
                     continue;
                 }
                 storage::delete(self.stores(), &f.location).await?;
-                report.removed.entry(t.clone()).or_default().push(f.location);
+                report
+                    .removed
+                    .entry(t.clone())
+                    .or_default()
+                    .push(f.location);
             }
         }
         Ok(report)

@@ -5,8 +5,9 @@
 use std::collections::HashSet;
 
 use arrow_array::RecordBatch;
-use futures::TryStreamExt;
+use arrow_schema::SchemaRef;
 use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{DataFile, ManifestContentType, ManifestStatus, Operation};
 
 use crate::error::{LakeError, Result};
@@ -63,7 +64,11 @@ impl Table {
             .await
             .map_err(|e| LakeError::iceberg(format!("scanning {name} at {at}"), e))?;
         let ctx = format!("scanning {name} at {at}");
-        Ok(Box::pin(stream.map_err(move |e| LakeError::iceberg(ctx.clone(), e))))
+        let schema = self.arrow_schema()?;
+        Ok(Box::pin(stream.map(move |r| match r {
+            Ok(b) => normalize(&schema, b),
+            Err(e) => Err(LakeError::iceberg(ctx.clone(), e)),
+        })))
     }
 
     /// Read the rows of the table at `at` into memory.
@@ -78,32 +83,53 @@ impl Table {
             return Ok(Vec::new());
         };
         let ice = |e: iceberg::Error| LakeError::iceberg(format!("listing files of {name}"), e);
-        let snap = self.metadata().snapshot_by_id(id).ok_or_else(|| LakeError::NoSuchSnapshot {
-            table: name.clone(),
-            snapshot_id: id,
-        })?;
-        let list = self.iceberg().manifest_list_reader(snap).load().await.map_err(ice)?;
+        let snap = self
+            .metadata()
+            .snapshot_by_id(id)
+            .ok_or_else(|| LakeError::NoSuchSnapshot {
+                table: name.clone(),
+                snapshot_id: id,
+            })?;
+        let list = self
+            .iceberg()
+            .manifest_list_reader(snap)
+            .load()
+            .await
+            .map_err(ice)?;
         let mut out = Vec::new();
         for mf in list.entries() {
             if mf.content != ManifestContentType::Data {
                 continue;
             }
-            let m = mf.load_manifest(self.catalog().file_io()).await.map_err(ice)?;
-            out.extend(m.entries().iter().filter(|e| e.is_alive()).map(|e| e.data_file().clone()));
+            let m = mf
+                .load_manifest(self.catalog().file_io())
+                .await
+                .map_err(ice)?;
+            out.extend(
+                m.entries()
+                    .iter()
+                    .filter(|e| e.is_alive())
+                    .map(|e| e.data_file().clone()),
+            );
         }
         Ok(out)
     }
 
     /// The snapshots of `branch` after `after` (exclusive) through `through` (inclusive;
     /// default: the branch head), oldest first.
-    pub fn snapshots_between(&self, branch: &str, after: Option<i64>, through: Option<i64>) -> Result<Vec<SnapshotInfo>> {
+    pub fn snapshots_between(
+        &self,
+        branch: &str,
+        after: Option<i64>,
+        through: Option<i64>,
+    ) -> Result<Vec<SnapshotInfo>> {
         let name = self.name().to_string();
         let through = match through {
             Some(t) => Some(t),
             None => self.head(branch),
         };
         let Some(through) = through else {
-            if self.metadata().refs().contains_key(branch) || branch == iceberg::spec::MAIN_BRANCH {
+            if self.ref_entries().contains_key(branch) || branch == iceberg::spec::MAIN_BRANCH {
                 return Ok(Vec::new());
             }
             return Err(LakeError::NoSuchRef {
@@ -144,7 +170,12 @@ impl Table {
 
     /// The rows `branch`'s ancestry added after snapshot `after` (exclusive) through `through`
     /// (inclusive; default: the branch head). Every snapshot in between must be an append.
-    pub async fn read_incremental(&self, branch: &str, after: Option<i64>, through: Option<i64>) -> Result<Incremental> {
+    pub async fn read_incremental(
+        &self,
+        branch: &str,
+        after: Option<i64>,
+        through: Option<i64>,
+    ) -> Result<Incremental> {
         let snaps = self.snapshots_between(branch, after, through)?;
         let through = snaps.last().map(|s| s.snapshot_id).or(after);
         let mut parts = Vec::with_capacity(snaps.len());
@@ -155,9 +186,16 @@ impl Table {
             } else {
                 self.read_data_files(&files).await?
             };
-            parts.push(AddedBy { snapshot: s, batches });
+            parts.push(AddedBy {
+                snapshot: s,
+                batches,
+            });
         }
-        Ok(Incremental { after, through, parts })
+        Ok(Incremental {
+            after,
+            through,
+            parts,
+        })
     }
 
     /// The data files one append snapshot added.
@@ -170,7 +208,9 @@ impl Table {
                 operation: s.operation.clone(),
             });
         }
-        let ice = |e: iceberg::Error| LakeError::iceberg(format!("reading snapshot {} of {name}", s.snapshot_id), e);
+        let ice = |e: iceberg::Error| {
+            LakeError::iceberg(format!("reading snapshot {} of {name}", s.snapshot_id), e)
+        };
         let snap = self
             .metadata()
             .snapshot_by_id(s.snapshot_id)
@@ -178,7 +218,12 @@ impl Table {
                 table: name.clone(),
                 snapshot_id: s.snapshot_id,
             })?;
-        let list = self.iceberg().manifest_list_reader(snap).load().await.map_err(ice)?;
+        let list = self
+            .iceberg()
+            .manifest_list_reader(snap)
+            .load()
+            .await
+            .map_err(ice)?;
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         for mf in list.entries() {
@@ -188,7 +233,10 @@ impl Table {
             {
                 continue;
             }
-            let m = mf.load_manifest(self.catalog().file_io()).await.map_err(ice)?;
+            let m = mf
+                .load_manifest(self.catalog().file_io())
+                .await
+                .map_err(ice)?;
             for e in m.entries() {
                 if e.status() == ManifestStatus::Added
                     && e.snapshot_id() == Some(s.snapshot_id)
@@ -200,4 +248,24 @@ impl Table {
         }
         Ok(out)
     }
+}
+
+/// Give a batch the table's Arrow types: iceberg-rust hands identity-partition columns back
+/// run-end encoded (a constant per file); readers of the lake get the declared type.
+pub(crate) fn normalize(schema: &SchemaRef, batch: RecordBatch) -> Result<RecordBatch> {
+    if batch.schema().fields() == schema.fields() {
+        return Ok(batch);
+    }
+    let mut cols = Vec::with_capacity(batch.num_columns());
+    for (field, col) in schema.fields().iter().zip(batch.columns()) {
+        if col.data_type() == field.data_type() {
+            cols.push(col.clone());
+        } else {
+            cols.push(
+                arrow::compute::cast(col, field.data_type())
+                    .map_err(|e| LakeError::arrow(format!("reading column {}", field.name()), e))?,
+            );
+        }
+    }
+    RecordBatch::try_new(schema.clone(), cols).map_err(|e| LakeError::arrow("reading a batch", e))
 }

@@ -48,7 +48,10 @@ pub async fn register_table(ctx: &SessionContext, table: &Table, at: &At) -> Res
     let name = table.name();
     let snapshot = table.resolve(at)?;
     let provider = match snapshot {
-        Some(id) => IcebergStaticTableProvider::try_new_from_table_snapshot(table.iceberg().clone(), id).await,
+        Some(id) => {
+            IcebergStaticTableProvider::try_new_from_table_snapshot(table.iceberg().clone(), id)
+                .await
+        }
         None => IcebergStaticTableProvider::try_new_from_table(table.iceberg().clone()).await,
     }
     .map_err(|e| LakeError::iceberg(format!("registering {name}"), e))?;

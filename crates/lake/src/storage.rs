@@ -83,14 +83,20 @@ pub fn parse_location(location: &str) -> Result<Url> {
 
 /// Join a relative path onto a directory URL, keeping exactly one `/` between them.
 pub fn join(base: &str, rel: &str) -> String {
-    format!("{}/{}", base.trim_end_matches('/'), rel.trim_start_matches('/'))
+    format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        rel.trim_start_matches('/')
+    )
 }
 
 /// Read a whole object. `Ok(None)` when it does not exist.
 pub async fn read_optional(stores: &Stores, location: &str) -> Result<Option<Bytes>> {
     let (store, path) = stores.resolve(location)?;
     match store.get(&path).await {
-        Ok(r) => Ok(Some(r.bytes().await.map_err(|e| LakeError::store(location, e))?)),
+        Ok(r) => Ok(Some(
+            r.bytes().await.map_err(|e| LakeError::store(location, e))?,
+        )),
         Err(object_store::Error::NotFound { .. }) => Ok(None),
         Err(e) => Err(LakeError::store(location, e)),
     }
@@ -129,11 +135,10 @@ pub async fn delete(stores: &Stores, location: &str) -> Result<()> {
     }
 }
 
-/// One listed object: its absolute location, size and last modification time (ms).
+/// One listed object: its absolute location and last modification time (ms).
 #[derive(Clone, Debug)]
 pub struct Listed {
     pub location: String,
-    pub size: u64,
     pub last_modified_ms: i64,
 }
 
@@ -151,7 +156,6 @@ pub async fn list(stores: &Stores, dir: &str) -> Result<Vec<Listed>> {
         .into_iter()
         .map(|m| Listed {
             location: format!("{prefix}/{}", m.location),
-            size: m.size,
             last_modified_ms: m.last_modified.timestamp_millis(),
         })
         .collect())
@@ -295,7 +299,10 @@ impl FileWrite for ObjectWrite {
             ));
         };
         w.put(bs).await.map_err(|e| {
-            iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("{}: {e}", self.location))
+            iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                format!("{}: {e}", self.location),
+            )
         })
     }
 
@@ -307,7 +314,10 @@ impl FileWrite for ObjectWrite {
             ));
         };
         w.shutdown().await.map_err(|e| {
-            iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("{}: {e}", self.location))
+            iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                format!("{}: {e}", self.location),
+            )
         })
     }
 }

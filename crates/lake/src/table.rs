@@ -47,7 +47,9 @@ impl TableName {
         } else {
             Err(LakeError::InvalidName {
                 name: whole.to_string(),
-                detail: format!("{part:?} must be letters, digits and _ (not starting with a digit)"),
+                detail: format!(
+                    "{part:?} must be letters, digits and _ (not starting with a digit)"
+                ),
             })
         }
     }
@@ -135,6 +137,30 @@ pub struct Table {
     name: TableName,
     inner: IcebergTable,
     version: u64,
+    /// Ref name -> (is a branch, snapshot id). iceberg-rust keeps its ref map private.
+    refs: Arc<BTreeMap<String, (bool, i64)>>,
+}
+
+/// The refs of a metadata, read through its serialised form (the map is private upstream).
+pub(crate) fn ref_map(md: &TableMetadata) -> BTreeMap<String, (bool, i64)> {
+    let mut out = BTreeMap::new();
+    if let Ok(v) = serde_json::to_value(md)
+        && let Some(refs) = v.get("refs").and_then(|r| r.as_object())
+    {
+        for (name, r) in refs {
+            let id = r.get("snapshot-id").and_then(|i| i.as_i64());
+            let is_branch = r.get("type").and_then(|t| t.as_str()) != Some("tag");
+            if let Some(id) = id {
+                out.insert(name.clone(), (is_branch, id));
+            }
+        }
+    }
+    if !out.contains_key(MAIN_BRANCH)
+        && let Some(id) = md.current_snapshot_id()
+    {
+        out.insert(MAIN_BRANCH.to_string(), (true, id));
+    }
+    out
 }
 
 impl fmt::Debug for Table {
@@ -148,13 +174,25 @@ impl fmt::Debug for Table {
 }
 
 impl Table {
-    pub(crate) fn new(catalog: Catalog, name: TableName, inner: IcebergTable, version: u64) -> Table {
+    pub(crate) fn new(
+        catalog: Catalog,
+        name: TableName,
+        inner: IcebergTable,
+        version: u64,
+    ) -> Table {
+        let refs = Arc::new(ref_map(inner.metadata()));
         Table {
             catalog,
             name,
             inner,
             version,
+            refs,
         }
+    }
+
+    /// Ref name -> (is a branch, snapshot id).
+    pub(crate) fn ref_entries(&self) -> &BTreeMap<String, (bool, i64)> {
+        &self.refs
     }
 
     /// `namespace.table`.
@@ -201,12 +239,12 @@ impl Table {
 
     /// The snapshot a ref points at, if the ref exists.
     pub fn head(&self, ref_name: &str) -> Option<i64> {
-        self.metadata().refs().get(ref_name).map(|r| r.snapshot_id)
+        self.refs.get(ref_name).map(|r| r.1)
     }
 
     /// True when `name` is a branch (not a tag).
     pub fn is_branch(&self, name: &str) -> bool {
-        self.metadata().refs().get(name).map(|r| r.is_branch()).unwrap_or(false)
+        self.refs.get(name).map(|r| r.0).unwrap_or(false)
     }
 
     /// The snapshot `at` names. `Ok(None)` for `main` on a table never published (it reads empty).
@@ -250,13 +288,12 @@ impl Table {
     /// Every branch and tag, `main` first, then by name.
     pub fn refs(&self) -> Vec<RefInfo> {
         let mut v: Vec<_> = self
-            .metadata()
-            .refs()
+            .refs
             .iter()
             .map(|(n, r)| RefInfo {
                 name: n.clone(),
-                kind: if r.is_branch() { "branch" } else { "tag" },
-                snapshot_id: r.snapshot_id,
+                kind: if r.0 { "branch" } else { "tag" },
+                snapshot_id: r.1,
             })
             .collect();
         v.sort_by(|a, b| (a.name != MAIN_BRANCH, &a.name).cmp(&(b.name != MAIN_BRANCH, &b.name)));
@@ -291,7 +328,10 @@ impl Table {
             if steps > 10_000_000 {
                 return false;
             }
-            cur = self.metadata().snapshot_by_id(id).and_then(|s| s.parent_snapshot_id());
+            cur = self
+                .metadata()
+                .snapshot_by_id(id)
+                .and_then(|s| s.parent_snapshot_id());
         }
         false
     }
@@ -300,13 +340,11 @@ impl Table {
     pub fn stage_refs(&self, ops: &[RefOp]) -> Result<TableChange> {
         let table = self.name.to_string();
         let md = self.metadata();
-        let mut b: TableMetadataBuilder = md.clone().into_builder(Some(self.metadata_location().to_string()));
+        let mut b: TableMetadataBuilder = md
+            .clone()
+            .into_builder(Some(self.metadata_location().to_string()));
         // Track refs as the ops apply, so a later op sees an earlier one.
-        let mut refs: BTreeMap<String, (bool, i64)> = md
-            .refs()
-            .iter()
-            .map(|(n, r)| (n.clone(), (r.is_branch(), r.snapshot_id)))
-            .collect();
+        let mut refs: BTreeMap<String, (bool, i64)> = (*self.refs).clone();
         let need = |id: i64| -> Result<()> {
             if md.snapshot_by_id(id).is_none() {
                 return Err(LakeError::NoSuchSnapshot {
@@ -316,10 +354,12 @@ impl Table {
             }
             Ok(())
         };
-        let branch_ref = |id: i64| SnapshotReference::new(id, SnapshotRetention::branch(None, None, None));
+        let branch_ref =
+            |id: i64| SnapshotReference::new(id, SnapshotRetention::branch(None, None, None));
         for op in ops {
             b = match op {
-                RefOp::CreateBranch { name, snapshot_id } | RefOp::CreateTag { name, snapshot_id } => {
+                RefOp::CreateBranch { name, snapshot_id }
+                | RefOp::CreateTag { name, snapshot_id } => {
                     need(*snapshot_id)?;
                     if refs.contains_key(name) {
                         return Err(LakeError::RefExists {
@@ -331,10 +371,17 @@ impl Table {
                     let r = if is_branch {
                         branch_ref(*snapshot_id)
                     } else {
-                        SnapshotReference::new(*snapshot_id, SnapshotRetention::Tag { max_ref_age_ms: None })
+                        SnapshotReference::new(
+                            *snapshot_id,
+                            SnapshotRetention::Tag {
+                                max_ref_age_ms: None,
+                            },
+                        )
                     };
                     refs.insert(name.clone(), (is_branch, *snapshot_id));
-                    b.set_ref(name, r).map_err(|e| LakeError::iceberg(format!("creating ref {name} of {table}"), e))?
+                    b.set_ref(name, r).map_err(|e| {
+                        LakeError::iceberg(format!("creating ref {name} of {table}"), e)
+                    })?
                 }
                 RefOp::FastForward { branch, to } => {
                     need(*to)?;
@@ -370,12 +417,15 @@ impl Table {
                         });
                     }
                     refs.insert(branch.clone(), (true, *to));
-                    b.set_ref(branch, branch_ref(*to))
-                        .map_err(|e| LakeError::iceberg(format!("resetting {branch} of {table}"), e))?
+                    b.set_ref(branch, branch_ref(*to)).map_err(|e| {
+                        LakeError::iceberg(format!("resetting {branch} of {table}"), e)
+                    })?
                 }
                 RefOp::Remove { name } => {
                     if name == MAIN_BRANCH {
-                        return Err(LakeError::Other(format!("{table}: the main branch cannot be removed")));
+                        return Err(LakeError::Other(format!(
+                            "{table}: the main branch cannot be removed"
+                        )));
                     }
                     if refs.remove(name).is_none() {
                         return Err(LakeError::NoSuchRef {
@@ -425,10 +475,18 @@ mod tests {
     #[test]
     fn table_names_are_namespace_dot_table() {
         let n = TableName::parse("bronze.payments").unwrap();
-        assert_eq!((n.namespace.as_str(), n.table.as_str()), ("bronze", "payments"));
+        assert_eq!(
+            (n.namespace.as_str(), n.table.as_str()),
+            ("bronze", "payments")
+        );
         assert_eq!(n.to_string(), "bronze.payments");
-        for bad in ["payments", "bronze.", ".x", "a.b.c", "a-b.c", "1a.b", "a.b c"] {
-            assert!(matches!(TableName::parse(bad), Err(LakeError::InvalidName { .. })), "{bad}");
+        for bad in [
+            "payments", "bronze.", ".x", "a.b.c", "a-b.c", "1a.b", "a.b c",
+        ] {
+            assert!(
+                matches!(TableName::parse(bad), Err(LakeError::InvalidName { .. })),
+                "{bad}"
+            );
         }
     }
 

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow_array::{BooleanArray, RecordBatch};
+use arrow_array::{Array, BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
 use futures::TryStreamExt;
 use iceberg::arrow::RecordBatchPartitionSplitter;
@@ -109,7 +109,11 @@ pub(crate) fn conform(table: &str, schema: &SchemaRef, batch: &RecordBatch) -> R
 }
 
 fn names(s: &SchemaRef) -> String {
-    s.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
+    s.fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Table {
@@ -133,7 +137,8 @@ impl Table {
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .build();
-        let ice = |e: iceberg::Error| LakeError::iceberg(format!("writing data files of {name}"), e);
+        let ice =
+            |e: iceberg::Error| LakeError::iceberg(format!("writing data files of {name}"), e);
         let location = DefaultLocationGenerator::new(md).map_err(ice)?;
         let file_names = DefaultFileNameGenerator::new(
             format!("{}", Uuid::now_v7()),
@@ -199,7 +204,8 @@ impl Table {
         properties: BTreeMap<String, String>,
     ) -> Result<TableChange> {
         let files = self.write_data_files(batches).await?;
-        self.stage_files(branch, files, Some(replace), properties).await
+        self.stage_files(branch, files, Some(replace), properties)
+            .await
     }
 
     /// Stage a snapshot on `branch` that adds already-written `added` files and, with a
@@ -213,13 +219,19 @@ impl Table {
         properties: BTreeMap<String, String>,
     ) -> Result<TableChange> {
         let name = self.name().to_string();
-        let ice = |e: iceberg::Error| LakeError::iceberg(format!("committing to {name} branch {branch}"), e);
+        let ice = |e: iceberg::Error| {
+            LakeError::iceberg(format!("committing to {name} branch {branch}"), e)
+        };
         if self.head(branch).is_some() && !self.is_branch(branch) {
-            return Err(LakeError::Other(format!("{name}: {branch:?} is a tag; only branches take writes")));
+            return Err(LakeError::Other(format!(
+                "{name}: {branch:?} is a tag; only branches take writes"
+            )));
         }
         let md = self.metadata();
         let file_io = self.catalog().file_io().clone();
-        let parent = self.head(branch).or_else(|| self.head(iceberg::spec::MAIN_BRANCH));
+        let parent = self
+            .head(branch)
+            .or_else(|| self.head(iceberg::spec::MAIN_BRANCH));
         let snapshot_id = random_snapshot_id(md);
         let sequence_number = md.next_sequence_number();
         let schema = md.current_schema().clone();
@@ -228,17 +240,22 @@ impl Table {
         let mut counter = 0u32;
         let mut manifest_path = || {
             counter += 1;
-            crate::storage::join(md.location(), &format!("metadata/{commit_uuid}-m{counter}.avro"))
+            crate::storage::join(
+                md.location(),
+                &format!("metadata/{commit_uuid}-m{counter}.avro"),
+            )
         };
 
         // 1. The parent's manifests, rewriting those that hold replaced files.
         let mut manifests: Vec<ManifestFile> = Vec::new();
         let mut deleted: Vec<DataFile> = Vec::new();
         if let Some(parent_id) = parent {
-            let parent_snap = md.snapshot_by_id(parent_id).ok_or_else(|| LakeError::NoSuchSnapshot {
-                table: name.clone(),
-                snapshot_id: parent_id,
-            })?;
+            let parent_snap =
+                md.snapshot_by_id(parent_id)
+                    .ok_or_else(|| LakeError::NoSuchSnapshot {
+                        table: name.clone(),
+                        snapshot_id: parent_id,
+                    })?;
             let list = self
                 .iceberg()
                 .manifest_list_reader(parent_snap)
@@ -246,7 +263,8 @@ impl Table {
                 .await
                 .map_err(ice)?;
             for mf in list.entries() {
-                let Some(replace) = replace.filter(|_| mf.content == ManifestContentType::Data) else {
+                let Some(replace) = replace.filter(|_| mf.content == ManifestContentType::Data)
+                else {
                     manifests.push(mf.clone());
                     continue;
                 };
@@ -259,9 +277,12 @@ impl Table {
                     }
                     let remove = match replace {
                         Replace::All => true,
-                        Replace::Partitions(values) => values.iter().any(|v| v == entry.data_file().partition()),
+                        Replace::Partitions(values) => {
+                            values.iter().any(|v| v == entry.data_file().partition())
+                        }
                         Replace::Rows(pred) => {
-                            let batches = self.read_data_files(&[entry.data_file().clone()]).await?;
+                            let batches =
+                                self.read_data_files(&[entry.data_file().clone()]).await?;
                             let mut hit = false;
                             let mut survivors = Vec::new();
                             for b in batches {
@@ -269,10 +290,16 @@ impl Table {
                                 if mask.true_count() > 0 {
                                     hit = true;
                                 }
-                                let keep_mask = arrow::compute::not(&arrow::compute::prep_null_mask_filter(&mask))
-                                    .map_err(|e| LakeError::arrow("evaluating a replace predicate", e))?;
+                                // Keep the rows the predicate does not remove: false or null.
+                                let removed = match mask.nulls() {
+                                    Some(n) => mask.values() & n.inner(),
+                                    None => mask.values().clone(),
+                                };
+                                let keep_mask = BooleanArray::new(!&removed, None);
                                 let kept = arrow::compute::filter_record_batch(&b, &keep_mask)
-                                    .map_err(|e| LakeError::arrow("evaluating a replace predicate", e))?;
+                                    .map_err(|e| {
+                                        LakeError::arrow("evaluating a replace predicate", e)
+                                    })?;
                                 survivors.push(kept);
                             }
                             if hit {
@@ -292,8 +319,13 @@ impl Table {
                     continue;
                 }
                 let out = file_io.new_output(manifest_path()).map_err(ice)?;
-                let mut w = ManifestWriterBuilder::new(out, Some(snapshot_id), schema.clone(), spec.as_ref().clone())
-                    .build_v2_data();
+                let mut w = ManifestWriterBuilder::new(
+                    out,
+                    Some(snapshot_id),
+                    schema.clone(),
+                    spec.as_ref().clone(),
+                )
+                .build_v2_data();
                 for e in &keep {
                     w.add_existing_file(
                         e.data_file().clone(),
@@ -317,13 +349,22 @@ impl Table {
         }
 
         // 2. Keep the manifest list short: merge carried data manifests when there are many.
-        let data_manifests = manifests.iter().filter(|m| m.content == ManifestContentType::Data).count();
+        let data_manifests = manifests
+            .iter()
+            .filter(|m| m.content == ManifestContentType::Data)
+            .count();
         if data_manifests >= MERGE_MANIFESTS_AT {
-            let (data, other): (Vec<_>, Vec<_>) =
-                manifests.into_iter().partition(|m| m.content == ManifestContentType::Data);
+            let (data, other): (Vec<_>, Vec<_>) = manifests
+                .into_iter()
+                .partition(|m| m.content == ManifestContentType::Data);
             let out = file_io.new_output(manifest_path()).map_err(ice)?;
-            let mut w = ManifestWriterBuilder::new(out, Some(snapshot_id), schema.clone(), spec.as_ref().clone())
-                .build_v2_data();
+            let mut w = ManifestWriterBuilder::new(
+                out,
+                Some(snapshot_id),
+                schema.clone(),
+                spec.as_ref().clone(),
+            )
+            .build_v2_data();
             let mut merged_deleted = Vec::new();
             for mf in &data {
                 let manifest = mf.load_manifest(&file_io).await.map_err(ice)?;
@@ -356,8 +397,13 @@ impl Table {
         // 3. The new files' manifest.
         if !added.is_empty() {
             let out = file_io.new_output(manifest_path()).map_err(ice)?;
-            let mut w = ManifestWriterBuilder::new(out, Some(snapshot_id), schema.clone(), spec.as_ref().clone())
-                .build_v2_data();
+            let mut w = ManifestWriterBuilder::new(
+                out,
+                Some(snapshot_id),
+                schema.clone(),
+                spec.as_ref().clone(),
+            )
+            .build_v2_data();
             for f in &added {
                 w.add_file(f.clone(), -1).map_err(ice)?;
             }
@@ -384,21 +430,35 @@ impl Table {
             .and_then(|p| md.snapshot_by_id(p))
             .map(|s| s.summary().additional_properties.clone())
             .unwrap_or_default();
-        let num = |m: &HashMap<String, String>, k: &str| m.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+        let num = |m: &HashMap<String, String>, k: &str| {
+            m.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
+        };
         let added_records: i64 = added.iter().map(|f| f.record_count() as i64).sum();
         let deleted_records: i64 = deleted.iter().map(|f| f.record_count() as i64).sum();
         let added_size: i64 = added.iter().map(|f| f.file_size_in_bytes() as i64).sum();
         let deleted_size: i64 = deleted.iter().map(|f| f.file_size_in_bytes() as i64).sum();
         let totals = [
-            ("total-records", num(&prev, "total-records") + added_records - deleted_records),
+            (
+                "total-records",
+                num(&prev, "total-records") + added_records - deleted_records,
+            ),
             (
                 "total-data-files",
                 num(&prev, "total-data-files") + added.len() as i64 - deleted.len() as i64,
             ),
-            ("total-files-size", num(&prev, "total-files-size") + added_size - deleted_size),
+            (
+                "total-files-size",
+                num(&prev, "total-files-size") + added_size - deleted_size,
+            ),
             ("total-delete-files", num(&prev, "total-delete-files")),
-            ("total-position-deletes", num(&prev, "total-position-deletes")),
-            ("total-equality-deletes", num(&prev, "total-equality-deletes")),
+            (
+                "total-position-deletes",
+                num(&prev, "total-position-deletes"),
+            ),
+            (
+                "total-equality-deletes",
+                num(&prev, "total-equality-deletes"),
+            ),
         ];
         for (k, v) in totals {
             props.insert(k.to_string(), v.to_string());
@@ -411,12 +471,19 @@ impl Table {
             md.location(),
             &format!("metadata/snap-{snapshot_id}-0-{commit_uuid}.avro"),
         );
-        let writer = file_io.new_output(&list_path).map_err(ice)?.writer().await.map_err(ice)?;
+        let writer = file_io
+            .new_output(&list_path)
+            .map_err(ice)?
+            .writer()
+            .await
+            .map_err(ice)?;
         let mut list = ManifestListWriter::v2(writer, snapshot_id, parent, sequence_number);
         list.add_manifests(manifests.into_iter()).map_err(ice)?;
         list.close().await.map_err(ice)?;
 
-        let timestamp_ms = chrono::Utc::now().timestamp_millis().max(md.last_updated_ms() + 1);
+        let timestamp_ms = chrono::Utc::now()
+            .timestamp_millis()
+            .max(md.last_updated_ms() + 1);
         let snapshot = Snapshot::builder()
             .with_snapshot_id(snapshot_id)
             .with_parent_snapshot_id(parent)
@@ -481,6 +548,10 @@ impl Table {
             .try_collect()
             .await
             .map_err(|e| LakeError::iceberg(format!("reading data files of {name}"), e))?;
-        Ok(batches)
+        let arrow = self.arrow_schema()?;
+        batches
+            .into_iter()
+            .map(|b| crate::read::normalize(&arrow, b))
+            .collect()
     }
 }

@@ -14,13 +14,26 @@ fn props(k: &str, v: &str) -> BTreeMap<String, String> {
 #[tokio::test]
 async fn append_to_audit_leaves_main_unchanged_until_fast_forward() {
     let c = Catalog::in_memory();
-    c.create_table("bronze.events", &schema(), &[]).await.unwrap();
-    let s1 = c.append("bronze.events", "audit", &[batch(0..10, "2026-08-01")], props("k", "v")).await.unwrap();
+    c.create_table("bronze.events", &schema(), &[])
+        .await
+        .unwrap();
+    let s1 = c
+        .append(
+            "bronze.events",
+            "audit",
+            &[batch(0..10, "2026-08-01")],
+            props("k", "v"),
+        )
+        .await
+        .unwrap();
     let t = c.table("bronze.events").await.unwrap();
     assert_eq!(t.head("audit"), Some(s1.snapshot_id));
     assert_eq!(t.head("main"), None, "main must not move on an audit write");
     assert!(ids(&t.scan(&At::Main).await.unwrap()).is_empty());
-    assert_eq!(ids(&t.scan(&At::reference("audit")).await.unwrap()), (0..10).collect::<Vec<_>>());
+    assert_eq!(
+        ids(&t.scan(&At::reference("audit")).await.unwrap()),
+        (0..10).collect::<Vec<_>>()
+    );
 
     // The snapshot carries a correct summary and the caller's properties.
     let s = t.snapshot(s1.snapshot_id).unwrap();
@@ -31,41 +44,93 @@ async fn append_to_audit_leaves_main_unchanged_until_fast_forward() {
     assert_eq!(s.summary["added-data-files"], "1");
     assert_eq!(s.parent_id, None);
 
-    c.update_refs("bronze.events", &[RefOp::FastForward { branch: "main".into(), to: s1.snapshot_id }], "publish")
-        .await
-        .unwrap();
+    c.update_refs(
+        "bronze.events",
+        &[RefOp::FastForward {
+            branch: "main".into(),
+            to: s1.snapshot_id,
+        }],
+        "publish",
+    )
+    .await
+    .unwrap();
     let t = c.table("bronze.events").await.unwrap();
     assert_eq!(t.head("main"), Some(s1.snapshot_id));
     assert_eq!(ids(&t.scan(&At::Main).await.unwrap()).len(), 10);
 
     // Audit moves on; main stays at the published snapshot.
-    let s2 = c.append("bronze.events", "audit", &[batch(10..15, "2026-08-02")], BTreeMap::new()).await.unwrap();
+    let s2 = c
+        .append(
+            "bronze.events",
+            "audit",
+            &[batch(10..15, "2026-08-02")],
+            BTreeMap::new(),
+        )
+        .await
+        .unwrap();
     let t = c.table("bronze.events").await.unwrap();
-    assert_eq!(t.snapshot(s2.snapshot_id).unwrap().parent_id, Some(s1.snapshot_id));
-    assert_eq!(t.snapshot(s2.snapshot_id).unwrap().summary["total-records"], "15");
+    assert_eq!(
+        t.snapshot(s2.snapshot_id).unwrap().parent_id,
+        Some(s1.snapshot_id)
+    );
+    assert_eq!(
+        t.snapshot(s2.snapshot_id).unwrap().summary["total-records"],
+        "15"
+    );
     assert_eq!(ids(&t.scan(&At::Main).await.unwrap()).len(), 10);
-    assert_eq!(ids(&t.scan(&At::reference("audit")).await.unwrap()).len(), 15);
+    assert_eq!(
+        ids(&t.scan(&At::reference("audit")).await.unwrap()).len(),
+        15
+    );
 }
 
 #[tokio::test]
 async fn fast_forward_is_refused_unless_it_is_one() {
     let c = Catalog::in_memory();
     c.create_table("silver.t", &schema(), &[]).await.unwrap();
-    let a = c.append("silver.t", "main", &[batch(0..3, "d")], BTreeMap::new()).await.unwrap();
-    c.update_refs("silver.t", &[RefOp::CreateBranch { name: "side".into(), snapshot_id: a.snapshot_id }], "branch")
+    let a = c
+        .append("silver.t", "main", &[batch(0..3, "d")], BTreeMap::new())
         .await
         .unwrap();
-    let b = c.append("silver.t", "main", &[batch(3..6, "d")], BTreeMap::new()).await.unwrap();
-    let side = c.append("silver.t", "side", &[batch(100..101, "d")], BTreeMap::new()).await.unwrap();
+    c.update_refs(
+        "silver.t",
+        &[RefOp::CreateBranch {
+            name: "side".into(),
+            snapshot_id: a.snapshot_id,
+        }],
+        "branch",
+    )
+    .await
+    .unwrap();
+    let b = c
+        .append("silver.t", "main", &[batch(3..6, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let side = c
+        .append("silver.t", "side", &[batch(100..101, "d")], BTreeMap::new())
+        .await
+        .unwrap();
 
     // main's head (b) is not an ancestor of side's head: refused, and nothing changes.
     let before = c.head().await.unwrap().version;
     let err = c
-        .update_refs("silver.t", &[RefOp::FastForward { branch: "main".into(), to: side.snapshot_id }], "publish")
+        .update_refs(
+            "silver.t",
+            &[RefOp::FastForward {
+                branch: "main".into(),
+                to: side.snapshot_id,
+            }],
+            "publish",
+        )
         .await
         .unwrap_err();
     match &err {
-        LakeError::NotFastForward { table, branch, from, to } => {
+        LakeError::NotFastForward {
+            table,
+            branch,
+            from,
+            to,
+        } => {
             assert_eq!(table, "silver.t");
             assert_eq!(branch, "main");
             assert_eq!(*from, b.snapshot_id);
@@ -80,8 +145,14 @@ async fn fast_forward_is_refused_unless_it_is_one() {
     c.update_refs(
         "silver.t",
         &[
-            RefOp::CreateTag { name: "abandoned".into(), snapshot_id: b.snapshot_id },
-            RefOp::Reset { branch: "main".into(), to: a.snapshot_id },
+            RefOp::CreateTag {
+                name: "abandoned".into(),
+                snapshot_id: b.snapshot_id,
+            },
+            RefOp::Reset {
+                branch: "main".into(),
+                to: a.snapshot_id,
+            },
         ],
         "rollback",
     )
@@ -91,22 +162,50 @@ async fn fast_forward_is_refused_unless_it_is_one() {
     assert_eq!(t.head("main"), Some(a.snapshot_id));
     assert_eq!(t.head("abandoned"), Some(b.snapshot_id));
     assert!(!t.is_branch("abandoned"));
-    assert_eq!(ids(&t.scan(&At::reference("abandoned")).await.unwrap()), (0..6).collect::<Vec<_>>());
+    assert_eq!(
+        ids(&t.scan(&At::reference("abandoned")).await.unwrap()),
+        (0..6).collect::<Vec<_>>()
+    );
     let names: Vec<_> = t.refs().into_iter().map(|r| (r.name, r.kind)).collect();
     assert_eq!(names[0], ("main".to_string(), "branch"));
     assert!(names.contains(&("abandoned".to_string(), "tag")));
 
     // Tags take no writes; removing refs works; unknown refs are named.
-    let err = c.append("silver.t", "abandoned", &[batch(7..8, "d")], BTreeMap::new()).await.unwrap_err();
+    let err = c
+        .append(
+            "silver.t",
+            "abandoned",
+            &[batch(7..8, "d")],
+            BTreeMap::new(),
+        )
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("tag"), "{err}");
-    c.update_refs("silver.t", &[RefOp::Remove { name: "side".into() }], "refs").await.unwrap();
+    c.update_refs(
+        "silver.t",
+        &[RefOp::Remove {
+            name: "side".into(),
+        }],
+        "refs",
+    )
+    .await
+    .unwrap();
     let t = c.table("silver.t").await.unwrap();
     assert_eq!(t.head("side"), None);
     let err = t.scan(&At::reference("side")).await.unwrap_err();
     assert!(matches!(err, LakeError::NoSuchRef { .. }), "{err}");
     assert!(err.to_string().contains("side"));
     let err = t.scan(&At::Snapshot(42)).await.unwrap_err();
-    assert!(matches!(err, LakeError::NoSuchSnapshot { snapshot_id: 42, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LakeError::NoSuchSnapshot {
+                snapshot_id: 42,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -115,40 +214,83 @@ async fn incremental_read_returns_exactly_the_rows_added_between_two_snapshots()
     c.create_table("bronze.e", &schema(), &[]).await.unwrap();
     let mut snaps = Vec::new();
     for k in 0..5i64 {
-        let s = c.append("bronze.e", "audit", &[batch(k * 10..k * 10 + 10, "d")], BTreeMap::new()).await.unwrap();
+        let s = c
+            .append(
+                "bronze.e",
+                "audit",
+                &[batch(k * 10..k * 10 + 10, "d")],
+                BTreeMap::new(),
+            )
+            .await
+            .unwrap();
         snaps.push(s.snapshot_id);
     }
     let t = c.table("bronze.e").await.unwrap();
     // (s1, s3]: rows of the 2nd and 3rd appends... indices 2 and 3.
-    let inc = t.read_incremental("audit", Some(snaps[1]), Some(snaps[3])).await.unwrap();
+    let inc = t
+        .read_incremental("audit", Some(snaps[1]), Some(snaps[3]))
+        .await
+        .unwrap();
     assert_eq!(ids(inc.batches()), (20..40).collect::<Vec<_>>());
     assert_eq!(inc.through, Some(snaps[3]));
-    assert_eq!(inc.parts.iter().map(|p| p.snapshot.snapshot_id).collect::<Vec<_>>(), vec![snaps[2], snaps[3]]);
+    assert_eq!(
+        inc.parts
+            .iter()
+            .map(|p| p.snapshot.snapshot_id)
+            .collect::<Vec<_>>(),
+        vec![snaps[2], snaps[3]]
+    );
     // From the beginning to the head.
     let all = t.read_incremental("audit", None, None).await.unwrap();
     assert_eq!(ids(all.batches()), (0..50).collect::<Vec<_>>());
     // Nothing new after the head.
-    let none = t.read_incremental("audit", Some(snaps[4]), None).await.unwrap();
+    let none = t
+        .read_incremental("audit", Some(snaps[4]), None)
+        .await
+        .unwrap();
     assert_eq!(none.num_rows(), 0);
     assert_eq!(none.through, Some(snaps[4]));
     // A watermark that is not on the branch is an error, not an empty read.
-    let err = t.read_incremental("audit", Some(12345), None).await.unwrap_err();
+    let err = t
+        .read_incremental("audit", Some(12345), None)
+        .await
+        .unwrap_err();
     assert!(matches!(err, LakeError::NotAncestor { .. }), "{err}");
 }
 
 #[tokio::test]
 async fn replace_by_partition_rows_and_whole_table() {
     let c = Catalog::in_memory();
-    c.create_table("gold.daily", &schema(), &[PartitionField::identity("day")]).await.unwrap();
-    c.append("gold.daily", "audit", &[batch(0..5, "2026-08-01"), batch(5..10, "2026-08-02")], BTreeMap::new())
+    c.create_table("gold.daily", &schema(), &[PartitionField::identity("day")])
         .await
         .unwrap();
-    c.append("gold.daily", "audit", &[batch(10..12, "2026-08-03")], BTreeMap::new()).await.unwrap();
+    c.append(
+        "gold.daily",
+        "audit",
+        &[batch(0..5, "2026-08-01"), batch(5..10, "2026-08-02")],
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
+    c.append(
+        "gold.daily",
+        "audit",
+        &[batch(10..12, "2026-08-03")],
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
 
     // Rebuild day 2 only.
     let day2 = lake::Struct::from_iter([Some(lake::Literal::string("2026-08-02"))]);
     let r = c
-        .replace("gold.daily", "audit", &Replace::Partitions(vec![day2]), &[batch(50..52, "2026-08-02")], BTreeMap::new())
+        .replace(
+            "gold.daily",
+            "audit",
+            &Replace::Partitions(vec![day2]),
+            &[batch(50..52, "2026-08-02")],
+            BTreeMap::new(),
+        )
         .await
         .unwrap();
     let t = c.table("gold.daily").await.unwrap();
@@ -162,10 +304,24 @@ async fn replace_by_partition_rows_and_whole_table() {
 
     // Delete rows by predicate (copy-on-write): ids divisible by 2 among day 1.
     let pred: lake::RowPredicate = std::sync::Arc::new(|b: &arrow_array::RecordBatch| {
-        let id = b.column_by_name("id").unwrap().as_any().downcast_ref::<arrow_array::Int64Array>().unwrap();
+        let id = b
+            .column_by_name("id")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .unwrap();
         Ok(id.iter().map(|v| v.map(|v| v < 5 && v % 2 == 0)).collect())
     });
-    let r = c.replace("gold.daily", "audit", &Replace::Rows(pred), &[], BTreeMap::new()).await.unwrap();
+    let r = c
+        .replace(
+            "gold.daily",
+            "audit",
+            &Replace::Rows(pred),
+            &[],
+            BTreeMap::new(),
+        )
+        .await
+        .unwrap();
     let t = c.table("gold.daily").await.unwrap();
     // The day-1 file was rewritten: it is an overwrite that deleted 5 rows and added 2 back.
     let s = t.snapshot(r.snapshot_id).unwrap();
@@ -174,23 +330,67 @@ async fn replace_by_partition_rows_and_whole_table() {
     assert_eq!(ids(&t.scan(&At::reference("audit")).await.unwrap()), expect);
 
     // Whole table.
-    let r = c.replace("gold.daily", "audit", &Replace::All, &[batch(7..8, "2026-08-09")], BTreeMap::new()).await.unwrap();
+    let r = c
+        .replace(
+            "gold.daily",
+            "audit",
+            &Replace::All,
+            &[batch(7..8, "2026-08-09")],
+            BTreeMap::new(),
+        )
+        .await
+        .unwrap();
     let t = c.table("gold.daily").await.unwrap();
-    assert_eq!(ids(&t.scan(&At::reference("audit")).await.unwrap()), vec![7]);
-    assert_eq!(t.snapshot(r.snapshot_id).unwrap().summary["total-records"], "1");
+    assert_eq!(
+        ids(&t.scan(&At::reference("audit")).await.unwrap()),
+        vec![7]
+    );
+    assert_eq!(
+        t.snapshot(r.snapshot_id).unwrap().summary["total-records"],
+        "1"
+    );
     // Incremental reads refuse to pretend an overwrite was an append.
     let err = t.read_incremental("audit", None, None).await.unwrap_err();
     assert!(matches!(err, LakeError::NotAppendOnly { .. }), "{err}");
     // main was never touched.
     assert_eq!(t.head("main"), None);
+
+    // SQL over a partitioned table, with a filter on the partition column.
+    let sql = c.sql(None, &At::reference("audit")).await.unwrap();
+    let rows = sql
+        .query("select day, count(*) as n from gold.daily where day = '2026-08-09' group by day")
+        .await
+        .unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&rows)
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("2026-08-09") && text.contains("| 1 "),
+        "{text}"
+    );
 }
 
 #[tokio::test]
 async fn time_travel_by_catalog_version_and_sql() {
     let c = Catalog::in_memory();
     c.create_table("gold.cash", &schema(), &[]).await.unwrap();
-    let a = c.append("gold.cash", "main", &[batch(0..4, "2026-08-01")], BTreeMap::new()).await.unwrap();
-    c.append("gold.cash", "main", &[batch(4..6, "2026-08-02")], BTreeMap::new()).await.unwrap();
+    let a = c
+        .append(
+            "gold.cash",
+            "main",
+            &[batch(0..4, "2026-08-01")],
+            BTreeMap::new(),
+        )
+        .await
+        .unwrap();
+    c.append(
+        "gold.cash",
+        "main",
+        &[batch(4..6, "2026-08-02")],
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
     let old = c.table_at_version("gold.cash", a.version).await.unwrap();
     assert_eq!(ids(&old.scan(&At::Main).await.unwrap()), vec![0, 1, 2, 3]);
 
@@ -199,17 +399,33 @@ async fn time_travel_by_catalog_version_and_sql() {
         .query("select day, sum(amount_minor) as total from gold.cash where id >= 1 group by day order by day")
         .await
         .unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&rows).unwrap().to_string();
-    assert!(text.contains("2026-08-01") && text.contains("600"), "{text}");
-    assert!(text.contains("2026-08-02") && text.contains("900"), "{text}");
+    let text = arrow::util::pretty::pretty_format_batches(&rows)
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("2026-08-01") && text.contains("600"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2026-08-02") && text.contains("900"),
+        "{text}"
+    );
     let sql_old = c.sql(Some(a.version), &At::Main).await.unwrap();
-    let rows = sql_old.query("select count(*) as n from gold.cash").await.unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&rows).unwrap().to_string();
+    let rows = sql_old
+        .query("select count(*) as n from gold.cash")
+        .await
+        .unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&rows)
+        .unwrap()
+        .to_string();
     assert!(text.contains("| 4 "), "{text}");
     // A branch that a table does not have: the error names it.
     let sql_audit = c.sql(None, &At::reference("audit")).await.unwrap();
     assert_eq!(sql_audit.skipped.len(), 1);
-    let err = sql_audit.query("select * from gold.cash").await.unwrap_err();
+    let err = sql_audit
+        .query("select * from gold.cash")
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("audit"), "{err}");
 }
 
@@ -219,10 +435,22 @@ async fn expire_keeps_what_refs_and_watermarks_need() {
     c.create_table("bronze.x", &schema(), &[]).await.unwrap();
     let mut s = Vec::new();
     for k in 0..10i64 {
-        s.push(c.append("bronze.x", "main", &[batch(k..k + 1, "d")], BTreeMap::new()).await.unwrap().snapshot_id);
+        s.push(
+            c.append("bronze.x", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+                .await
+                .unwrap()
+                .snapshot_id,
+        );
     }
     let expired = c
-        .expire_snapshots("bronze.x", &lake::ExpireOptions { older_than_ms: i64::MAX, retain_last: 3, protect: vec![s[5]] })
+        .expire_snapshots(
+            "bronze.x",
+            &lake::ExpireOptions {
+                older_than_ms: i64::MAX,
+                retain_last: 3,
+                protect: vec![s[5]],
+            },
+        )
         .await
         .unwrap();
     assert_eq!(expired.len(), 5, "snapshots 0..5 expire, 5..10 stay");
@@ -232,7 +460,10 @@ async fn expire_keeps_what_refs_and_watermarks_need() {
     let inc = t.read_incremental("main", Some(s[5]), None).await.unwrap();
     assert_eq!(ids(inc.batches()), vec![6, 7, 8, 9]);
     // And the full table still reads every row.
-    assert_eq!(ids(&t.scan(&At::Main).await.unwrap()), (0..10).collect::<Vec<_>>());
+    assert_eq!(
+        ids(&t.scan(&At::Main).await.unwrap()),
+        (0..10).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]
@@ -241,13 +472,38 @@ async fn many_appends_keep_the_manifest_list_short() {
     c.create_table("bronze.many", &schema(), &[]).await.unwrap();
     let mut snaps = Vec::new();
     for k in 0..150i64 {
-        snaps.push(c.append("bronze.many", "main", &[batch(k..k + 1, "d")], BTreeMap::new()).await.unwrap().snapshot_id);
+        snaps.push(
+            c.append(
+                "bronze.many",
+                "main",
+                &[batch(k..k + 1, "d")],
+                BTreeMap::new(),
+            )
+            .await
+            .unwrap()
+            .snapshot_id,
+        );
     }
     let t = c.table("bronze.many").await.unwrap();
-    assert_eq!(ids(&t.scan(&At::Main).await.unwrap()), (0..150).collect::<Vec<_>>());
+    assert_eq!(
+        ids(&t.scan(&At::Main).await.unwrap()),
+        (0..150).collect::<Vec<_>>()
+    );
     // Incremental reads still see each append's own rows after merges.
-    let inc = t.read_incremental("main", Some(snaps[99]), Some(snaps[102])).await.unwrap();
+    let inc = t
+        .read_incremental("main", Some(snaps[99]), Some(snaps[102]))
+        .await
+        .unwrap();
     assert_eq!(ids(inc.batches()), vec![100, 101, 102]);
-    let list = t.iceberg().manifest_list_reader(t.iceberg().metadata().current_snapshot().unwrap()).load().await.unwrap();
-    assert!(list.entries().len() <= 64, "manifest list has {} entries", list.entries().len());
+    let list = t
+        .iceberg()
+        .manifest_list_reader(t.iceberg().metadata().current_snapshot().unwrap())
+        .load()
+        .await
+        .unwrap();
+    assert!(
+        list.entries().len() <= 64,
+        "manifest list has {} entries",
+        list.entries().len()
+    );
 }

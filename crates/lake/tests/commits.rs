@@ -21,14 +21,32 @@ async fn concurrent_writers_one_winner_per_version_no_gaps_no_lost_update() {
         // Each writer has its own catalog handle, as separate processes would.
         let c = Catalog::open_local(&cat, &wh).unwrap();
         tasks.push(tokio::spawn(async move {
-            let table = if w % 4 == 3 { "bronze.cold" } else { "bronze.hot" };
+            let table = if w % 4 == 3 {
+                "bronze.cold"
+            } else {
+                "bronze.hot"
+            };
             let mut conflicts = 0u32;
             let t = c.table(table).await.unwrap();
-            let files = t.write_data_files(&[batch(w * 100..w * 100 + 10, "d")]).await.unwrap();
+            let files = t
+                .write_data_files(&[batch(w * 100..w * 100 + 10, "d")])
+                .await
+                .unwrap();
             loop {
                 let t = c.table(table).await.unwrap();
-                let change = t.stage_files("main", files.clone(), None, BTreeMap::new()).await.unwrap();
-                match c.commit(vec![change], "append", &format!("writer {w}"), BTreeMap::new()).await {
+                let change = t
+                    .stage_files("main", files.clone(), None, BTreeMap::new())
+                    .await
+                    .unwrap();
+                match c
+                    .commit(
+                        vec![change],
+                        "append",
+                        &format!("writer {w}"),
+                        BTreeMap::new(),
+                    )
+                    .await
+                {
                     Ok(done) => return (done.version, conflicts),
                     Err(e) if e.is_conflict() => conflicts += 1,
                     Err(e) => panic!("writer {w}: {e}"),
@@ -70,25 +88,55 @@ async fn a_failure_before_the_catalog_commit_leaves_the_previous_state_and_only_
     let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse")).unwrap();
     for t in ["bronze.a", "bronze.b"] {
         c.create_table(t, &schema(), &[]).await.unwrap();
-        c.append(t, "main", &[batch(0..3, "d")], BTreeMap::new()).await.unwrap();
+        c.append(t, "main", &[batch(0..3, "d")], BTreeMap::new())
+            .await
+            .unwrap();
     }
     let before = c.head().await.unwrap();
     let files_before = walk(&dir.path().join("warehouse"));
 
     // Both tables' new data files, manifests and metadata files get written; then the crash.
     c.set_failpoint(Some(Failpoint::AfterMetadataFiles));
-    let a = c.table("bronze.a").await.unwrap().stage_append("main", &[batch(10..20, "d")], BTreeMap::new()).await.unwrap();
-    let b = c.table("bronze.b").await.unwrap().stage_append("main", &[batch(10..20, "d")], BTreeMap::new()).await.unwrap();
-    let err = c.commit(vec![a, b], "append", "two tables", BTreeMap::new()).await.unwrap_err();
-    assert!(matches!(err, LakeError::Injected("after-metadata-files")), "{err}");
+    let a = c
+        .table("bronze.a")
+        .await
+        .unwrap()
+        .stage_append("main", &[batch(10..20, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let b = c
+        .table("bronze.b")
+        .await
+        .unwrap()
+        .stage_append("main", &[batch(10..20, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let err = c
+        .commit(vec![a, b], "append", "two tables", BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LakeError::Injected("after-metadata-files")),
+        "{err}"
+    );
     c.set_failpoint(None);
 
-    let debris: Vec<_> = walk(&dir.path().join("warehouse")).difference(&files_before).cloned().collect();
-    assert!(debris.iter().any(|f| f.ends_with(".parquet")), "data files were written: {debris:?}");
-    assert!(debris.iter().any(|f| f.ends_with(".metadata.json")), "metadata files were written");
+    let debris: Vec<_> = walk(&dir.path().join("warehouse"))
+        .difference(&files_before)
+        .cloned()
+        .collect();
+    assert!(
+        debris.iter().any(|f| f.ends_with(".parquet")),
+        "data files were written: {debris:?}"
+    );
+    assert!(
+        debris.iter().any(|f| f.ends_with(".metadata.json")),
+        "metadata files were written"
+    );
 
     // The previous state is intact and readable, from a fresh handle too.
-    let fresh = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse")).unwrap();
+    let fresh =
+        Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse")).unwrap();
     assert_eq!(fresh.head().await.unwrap(), before);
     for t in ["bronze.a", "bronze.b"] {
         let table = fresh.table(t).await.unwrap();
@@ -97,8 +145,14 @@ async fn a_failure_before_the_catalog_commit_leaves_the_previous_state_and_only_
 
     // A failure after the data files only (no metadata) is debris too.
     c.set_failpoint(Some(Failpoint::AfterDataFiles));
-    let err = c.append("bronze.a", "main", &[batch(30..31, "d")], BTreeMap::new()).await.unwrap_err();
-    assert!(matches!(err, LakeError::Injected("after-data-files")), "{err}");
+    let err = c
+        .append("bronze.a", "main", &[batch(30..31, "d")], BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LakeError::Injected("after-data-files")),
+        "{err}"
+    );
     c.set_failpoint(None);
 
     // Orphan removal clears exactly the debris; a grace period protects young files.
@@ -121,16 +175,29 @@ async fn one_commit_moves_every_table() {
     let mut ops = Vec::new();
     for t in ["bronze.p", "silver.p", "gold.p"] {
         c.create_table(t, &schema(), &[]).await.unwrap();
-        let s = c.append(t, "audit", &[batch(0..2, "d")], BTreeMap::new()).await.unwrap();
+        let s = c
+            .append(t, "audit", &[batch(0..2, "d")], BTreeMap::new())
+            .await
+            .unwrap();
         ops.push((t, s.snapshot_id));
     }
     let mut changes = Vec::new();
     for (t, s) in &ops {
         let table = c.table(t).await.unwrap();
-        changes.push(table.stage_refs(&[RefOp::FastForward { branch: "main".into(), to: *s }]).unwrap());
+        changes.push(
+            table
+                .stage_refs(&[RefOp::FastForward {
+                    branch: "main".into(),
+                    to: *s,
+                }])
+                .unwrap(),
+        );
     }
     let props = BTreeMap::from([("as-of".to_string(), "2026-08-16T23:59:59Z".to_string())]);
-    let done = c.commit(changes, "publish", "publish all", props.clone()).await.unwrap();
+    let done = c
+        .commit(changes, "publish", "publish all", props.clone())
+        .await
+        .unwrap();
     let v = c.version(done.version).await.unwrap();
     assert_eq!(v.operation, "publish");
     assert_eq!(v.properties, props);
@@ -138,7 +205,13 @@ async fn one_commit_moves_every_table() {
     for (t, s) in &ops {
         assert_eq!(c.table(t).await.unwrap().head("main"), Some(*s));
         // The version before the publish still shows main unpublished.
-        assert_eq!(c.table_at_version(t, done.version - 1).await.unwrap().head("main"), None);
+        assert_eq!(
+            c.table_at_version(t, done.version - 1)
+                .await
+                .unwrap()
+                .head("main"),
+            None
+        );
     }
 }
 
@@ -147,20 +220,50 @@ async fn bad_input_is_a_typed_error_that_names_the_thing() {
     let dir = tempfile::tempdir().unwrap();
     let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse")).unwrap();
     let err = c.table("bronze.nope").await.unwrap_err();
-    assert!(matches!(err, LakeError::NoSuchTable { .. }) && err.to_string().contains("bronze.nope"));
+    assert!(
+        matches!(err, LakeError::NoSuchTable { .. }) && err.to_string().contains("bronze.nope")
+    );
     let err = c.table("nodot").await.unwrap_err();
     assert!(matches!(err, LakeError::InvalidName { .. }), "{err}");
     let err = c.version(7).await.unwrap_err();
-    assert!(matches!(err, LakeError::NoSuchVersion { version: 7, latest: 0 }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LakeError::NoSuchVersion {
+                version: 7,
+                latest: 0
+            }
+        ),
+        "{err}"
+    );
 
     let t = c.create_table("bronze.ok", &schema(), &[]).await.unwrap();
-    let err = c.create_table("bronze.ok", &schema(), &[]).await.unwrap_err();
-    assert!(matches!(err, LakeError::TableExists(_)), "{err}");
     let err = c
-        .update_refs("bronze.ok", &[RefOp::FastForward { branch: "main".into(), to: 99 }], "publish")
+        .create_table("bronze.ok", &schema(), &[])
         .await
         .unwrap_err();
-    assert!(matches!(err, LakeError::NoSuchSnapshot { snapshot_id: 99, .. }), "{err}");
+    assert!(matches!(err, LakeError::TableExists(_)), "{err}");
+    let err = c
+        .update_refs(
+            "bronze.ok",
+            &[RefOp::FastForward {
+                branch: "main".into(),
+                to: 99,
+            }],
+            "publish",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LakeError::NoSuchSnapshot {
+                snapshot_id: 99,
+                ..
+            }
+        ),
+        "{err}"
+    );
 
     // Rows of the wrong shape.
     let wrong = arrow_array::RecordBatch::try_from_iter([(
@@ -168,33 +271,58 @@ async fn bad_input_is_a_typed_error_that_names_the_thing() {
         std::sync::Arc::new(arrow_array::Int64Array::from(vec![1])) as arrow_array::ArrayRef,
     )])
     .unwrap();
-    let err = c.append("bronze.ok", "main", &[wrong], BTreeMap::new()).await.unwrap_err();
-    assert!(matches!(err, LakeError::Schema { .. }) && err.to_string().contains("bronze.ok"), "{err}");
+    let err = c
+        .append("bronze.ok", "main", &[wrong], BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LakeError::Schema { .. }) && err.to_string().contains("bronze.ok"),
+        "{err}"
+    );
 
     // A truncated metadata file: a typed error naming the file and the table.
-    let md_path = t.metadata_location().strip_prefix("file://").unwrap().to_string();
+    let md_path = t
+        .metadata_location()
+        .strip_prefix("file://")
+        .unwrap()
+        .to_string();
     let text = std::fs::read(&md_path).unwrap();
     std::fs::write(&md_path, &text[..text.len() / 2]).unwrap();
     let err = c.table("bronze.ok").await.unwrap_err();
     assert!(matches!(err, LakeError::BadMetadata { .. }), "{err}");
-    assert!(err.to_string().contains("bronze.ok") && err.to_string().contains(".metadata.json"), "{err}");
+    assert!(
+        err.to_string().contains("bronze.ok") && err.to_string().contains(".metadata.json"),
+        "{err}"
+    );
     std::fs::write(&md_path, &text).unwrap();
 
     // A catalog version from a newer format, and a malformed one.
-    let v2 = dir.path().join("catalog/versions").join(format!("v{:020}.json", 2));
+    let v2 = dir
+        .path()
+        .join("catalog/versions")
+        .join(format!("v{:020}.json", 2));
     std::fs::write(&v2, br#"{"format": 99, "version": 2}"#).unwrap();
     let err = c.head().await.unwrap_err();
-    assert!(matches!(err, LakeError::UnsupportedFormat { found: 99, .. }), "{err}");
+    assert!(
+        matches!(err, LakeError::UnsupportedFormat { found: 99, .. }),
+        "{err}"
+    );
     std::fs::write(&v2, b"{\"format\": 1, \"vers").unwrap();
     let err = c.head().await.unwrap_err();
-    assert!(matches!(err, LakeError::BadCatalogVersion { .. }) && err.to_string().contains("v00000000000000000002.json"), "{err}");
+    assert!(
+        matches!(err, LakeError::BadCatalogVersion { .. })
+            && err.to_string().contains("v00000000000000000002.json"),
+        "{err}"
+    );
 }
 
 fn walk(dir: &std::path::Path) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in rd.flatten() {
             let p = e.path();
             if p.is_dir() {

@@ -15,18 +15,31 @@ use lake::{At, Catalog};
 async fn iceberg_tooling_uses_the_file_catalog() {
     let c = Catalog::in_memory();
     let ns = NamespaceIdent::new("silver".into());
-    c.create_namespace(&ns, HashMap::from([("owner".into(), "data".into())])).await.unwrap();
+    c.create_namespace(&ns, HashMap::from([("owner".into(), "data".into())]))
+        .await
+        .unwrap();
     assert!(c.namespace_exists(&ns).await.unwrap());
-    assert_eq!(c.get_namespace(&ns).await.unwrap().properties()["owner"], "data");
+    assert_eq!(
+        c.get_namespace(&ns).await.unwrap().properties()["owner"],
+        "data"
+    );
     let err = c.create_namespace(&ns, HashMap::new()).await.unwrap_err();
     assert_eq!(err.kind(), iceberg::ErrorKind::NamespaceAlreadyExists);
 
     let ice_schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&schema()).unwrap();
-    let creation = iceberg::TableCreation::builder().name("orders".into()).schema(ice_schema).build();
-    let t = c.create_table(&ns, creation).await.unwrap();
+    let creation = iceberg::TableCreation::builder()
+        .name("orders".into())
+        .schema(ice_schema)
+        .build();
+    let t = iceberg::Catalog::create_table(&c, &ns, creation)
+        .await
+        .unwrap();
     let ident = TableIdent::new(ns.clone(), "orders".into());
     assert!(c.table_exists(&ident).await.unwrap());
-    assert_eq!(c.list_tables(&ns).await.unwrap(), vec![ident.clone()]);
+    assert_eq!(
+        iceberg::Catalog::list_tables(&c, &ns).await.unwrap(),
+        vec![ident.clone()]
+    );
 
     // iceberg-rust's own transaction commits through update_table.
     let tx = Transaction::new(&t);
@@ -40,12 +53,30 @@ async fn iceberg_tooling_uses_the_file_catalog() {
     assert_eq!(c.head().await.unwrap().operation, "update-table");
 
     // Our writes and iceberg-datafusion's catalog provider see the same table.
-    lake::Catalog::append(&c, "silver.orders", "main", &[batch(0..3, "d")], BTreeMap::new()).await.unwrap();
-    let provider = iceberg_datafusion::IcebergCatalogProvider::try_new(Arc::new(c.clone())).await.unwrap();
+    lake::Catalog::append(
+        &c,
+        "silver.orders",
+        "main",
+        &[batch(0..3, "d")],
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
+    let provider = iceberg_datafusion::IcebergCatalogProvider::try_new(Arc::new(c.clone()))
+        .await
+        .unwrap();
     let ctx = datafusion::prelude::SessionContext::new();
     ctx.register_catalog("lake", Arc::new(provider));
-    let rows = ctx.sql("select count(*) from lake.silver.orders").await.unwrap().collect().await.unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&rows).unwrap().to_string();
+    let rows = ctx
+        .sql("select count(*) from lake.silver.orders")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&rows)
+        .unwrap()
+        .to_string();
     assert!(text.contains("| 3 "), "{text}");
 
     // Rename keeps the data; drop removes the name; older versions still read it.
@@ -53,11 +84,23 @@ async fn iceberg_tooling_uses_the_file_catalog() {
     c.rename_table(&ident, &renamed).await.unwrap();
     assert!(!c.table_exists(&ident).await.unwrap());
     let t = c.table("silver.orders_v2").await.unwrap();
-    assert_eq!(t.scan(&At::Main).await.unwrap().iter().map(|b| b.num_rows()).sum::<usize>(), 3);
+    assert_eq!(
+        t.scan(&At::Main)
+            .await
+            .unwrap()
+            .iter()
+            .map(|b| b.num_rows())
+            .sum::<usize>(),
+        3
+    );
     let before_drop = c.head().await.unwrap().version;
     iceberg::Catalog::drop_table(&c, &renamed).await.unwrap();
     assert!(!c.table_exists(&renamed).await.unwrap());
-    assert!(c.table_at_version("silver.orders_v2", before_drop).await.is_ok());
+    assert!(
+        c.table_at_version("silver.orders_v2", before_drop)
+            .await
+            .is_ok()
+    );
     let err = c.load_table(&renamed).await.unwrap_err();
     assert_eq!(err.kind(), iceberg::ErrorKind::TableNotFound);
     iceberg::Catalog::drop_namespace(&c, &ns).await.unwrap();
