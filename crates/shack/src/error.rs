@@ -1,0 +1,84 @@
+//! Typed errors: each names the landing file, line or table it is about, and says whether
+//! anything was committed (a failed tap never commits anything).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// Result with [`ShackError`].
+pub type Result<T, E = ShackError> = std::result::Result<T, E>;
+
+/// What went wrong in the pipeline, in terms a person can act on.
+#[derive(Debug, Error)]
+pub enum ShackError {
+    /// The landing zone of a source could not be listed (a folder or file name that is not a
+    /// landing name, or an unreadable folder).
+    #[error("listing the {source_name} landing zone: {error}")]
+    Landing {
+        source_name: &'static str,
+        #[source]
+        error: sugarbush::SugarbushError,
+    },
+
+    /// A landing file could not be read.
+    #[error("reading landing file {}{}: {error}; nothing was committed", path.display(), line.map(|l| format!(" at line {l}")).unwrap_or_default())]
+    Read {
+        path: PathBuf,
+        /// The line being read, when the failure was inside the file.
+        line: Option<u64>,
+        #[source]
+        error: std::io::Error,
+    },
+
+    /// A landing file's bytes changed between hashing it and reading its lines.
+    #[error(
+        "landing file {file} changed while it was being tapped (sha256 {first} when hashed, {second} when read); nothing was committed"
+    )]
+    FileChanged {
+        file: String,
+        first: String,
+        second: String,
+    },
+
+    /// The lake refused or failed an operation on a table.
+    #[error("{table}: {error}")]
+    Lake {
+        table: String,
+        #[source]
+        error: Box<lake::LakeError>,
+    },
+
+    /// Another writer committed to a bronze table between this tap's read of it and its
+    /// commit. Taking the files anyway could take a file twice, so nothing was committed.
+    #[error(
+        "another writer committed to {table} while this tap ran, so nothing of this tap was committed (run it again; it will see what the other writer took): {detail}"
+    )]
+    Conflict { table: String, detail: String },
+
+    /// A row of a bronze table that this crate could not have written.
+    #[error("table {table} holds a row this tap cannot read: {detail}")]
+    BadTable { table: String, detail: String },
+
+    /// The tap ran so long that its own uncommitted files could have been taken for a crashed
+    /// run's orphans by a concurrent tap. It refuses to commit rather than risk naming a file
+    /// that was swept away.
+    #[error(
+        "this tap wrote data for {elapsed:?}, more than half the orphan grace period ({grace:?}); nothing was committed (raise the grace period so it exceeds twice the longest tap)"
+    )]
+    OutlivedGrace { elapsed: Duration, grace: Duration },
+}
+
+impl ShackError {
+    pub(crate) fn lake(table: impl Into<String>, error: lake::LakeError) -> Self {
+        ShackError::Lake {
+            table: table.into(),
+            error: Box::new(error),
+        }
+    }
+
+    /// True when running the same command again is the remedy (a concurrent writer won).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ShackError::Conflict { .. })
+    }
+}

@@ -1,0 +1,44 @@
+//! # shack — the medallion pipeline of the Saltbox Market lake
+//!
+//! `shack` owns the pipeline that turns the landing zone into tables people can trust: the
+//! **tap** (bronze, the sap tank: every landing line kept raw, with its lineage, content-addressed
+//! so a re-sent file is never taken twice, committed crash-safe and idempotently to the `audit`
+//! branch) now; the boil (silver), the finish (gold), the grade (audits), the publish and the
+//! comparison with the old pipeline later. It decides what the tables of each layer are and
+//! which rules they keep.
+//!
+//! It does not own the table format: catalogs, snapshots, manifests, branches and commits are
+//! `lake`'s, and `shack` only calls its public API (it knows nothing of manifests). It does not
+//! generate seasons either: the landing zone and its ground truth are `sugarbush`'s, and `shack`
+//! only lists what `sugarbush::landed` says had arrived and reads those files' bytes. Printing and
+//! argument parsing belong to the `sugarshack` binary; here reports render to strings and
+//! serialise to JSON.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use chrono::{TimeZone, Utc};
+//! let catalog = lake::Catalog::open_local("catalog", "warehouse")?;
+//! let through = Utc
+//!     .with_ymd_and_hms(2026, 8, 16, 23, 59, 59)
+//!     .single()
+//!     .ok_or("no such instant")?;
+//! let report = shack::tap(
+//!     &catalog,
+//!     std::path::Path::new("warehouse"),
+//!     through,
+//!     &shack::TapOptions::default(),
+//!     &shack::NoProgress,
+//! )
+//! .await?;
+//! print!("{}", report.render());
+//! # Ok(()) }
+//! ```
+
+pub mod bronze;
+mod error;
+mod lines;
+mod tap;
+
+pub use error::{Result, ShackError};
+pub use sugarbush::{NoProgress, Progress, Source};
+pub use tap::{BatchReport, DuplicateReport, TapOptions, TapReport, tap, thousands};

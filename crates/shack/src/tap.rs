@@ -1,0 +1,848 @@
+//! The tap: landing files in, bronze out, on the `audit` branch, in one catalog commit.
+//!
+//! A tap
+//! 1. removes orphans: files under the tables that no catalog version names and that are older
+//!    than the grace period (what a crashed run left), and reports how many;
+//! 2. creates the bronze tables on first use (one commit, before any data);
+//! 3. reads `bronze.landing_files` at the branch: the names it has seen and the hashes of the
+//!    files it has tapped;
+//! 4. for every landing file of every source that had arrived by `through` and whose name it has
+//!    not seen: hashes it; the same bytes as a tapped file of that source make it a duplicate
+//!    (recorded with its original, not read again); otherwise streams its lines into Arrow
+//!    batches of bounded size and writes them as data files as it goes;
+//! 5. stages one snapshot per source that has new files, then one of `bronze.landing_files`
+//!    naming each file with the snapshot that holds it, and commits them all as one catalog
+//!    version. Before that commit no reader can see any of it; after it, all of it.
+//!
+//! Nothing new means nothing written and nothing committed: the same `through` twice leaves the
+//! catalog, the tables and the files on disk exactly as they were.
+//!
+//! ## The grace period
+//! Orphan removal cannot tell a crashed tap's files from those of a writer that is still
+//! running: both are files no catalog version names yet. Age is the only safe signal, so a file
+//! is removed only once it is older than [`TapOptions::orphan_grace`] (default one hour), and a
+//! tap refuses to commit if it spent more than half that grace writing (so its own files are
+//! always well inside the grace of any concurrent tap's sweep). A crashed tap's debris is
+//! invisible to readers meanwhile (they follow metadata, never folders) and is removed by the
+//! first tap after it has aged past the grace. A zero grace removes every unnamed file at once:
+//! right only when nothing else writes to the lake (a test, a crash drill, a laptop).
+//!
+//! A tap never deletes its own files when a commit fails: a failed commit may have landed (a
+//! timeout after the write), and deleting files a committed version names would corrupt it.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::builder::{Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use chrono::{DateTime, Timelike, Utc};
+use lake::iceberg::spec::DataFile;
+use lake::{At, Catalog, LakeError, Table, TableChange};
+use serde::Serialize;
+use sugarbush::{LandedFile, Progress, Source};
+
+use crate::bronze::{self, LANDING_FILES, STATUS_DUPLICATE, STATUS_TAPPED, props};
+use crate::error::{Result, ShackError};
+use crate::lines::{self, LineReader, Lineage, RowBuffer};
+
+/// How a tap runs.
+#[derive(Clone, Debug)]
+pub struct TapOptions {
+    /// The branch the tap commits to (created from `main`'s head on first use).
+    pub branch: String,
+    /// Unnamed files younger than this are left alone by the orphan sweep: a writer may still be
+    /// about to commit them. See the module docs.
+    pub orphan_grace: Duration,
+    /// At most this many lines per Arrow batch (and so per data file write).
+    pub max_batch_rows: usize,
+    /// At most about this many bytes of lines per Arrow batch.
+    pub max_batch_bytes: usize,
+}
+
+impl Default for TapOptions {
+    fn default() -> Self {
+        TapOptions {
+            branch: bronze::AUDIT_BRANCH.to_string(),
+            orphan_grace: Duration::from_secs(60 * 60),
+            max_batch_rows: 64 * 1024,
+            max_batch_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// One source's batch: the snapshot that made its new lines visible.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BatchReport {
+    pub source: Source,
+    /// `bronze.<source>`.
+    pub table: String,
+    /// The snapshot that is the batch: its id is the watermark downstream models keep.
+    pub snapshot_id: i64,
+    /// Its sequence number: the batch's place in the table's visibility order.
+    pub sequence_number: i64,
+    /// Landing files tapped.
+    pub files: usize,
+    /// Lines tapped.
+    pub rows: u64,
+    /// Bytes of those files.
+    pub bytes: u64,
+    /// Parquet data files written.
+    pub data_files: usize,
+}
+
+/// A landing file with the same bytes as one already tapped: recorded, not tapped again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DuplicateReport {
+    pub source: Source,
+    /// The re-sent file, relative to `landing/`.
+    pub file: String,
+    /// The tapped file with the same bytes.
+    pub original_file: String,
+    pub sha256: String,
+}
+
+/// What a tap did, in the story's shape ([`TapReport::render`]) or as JSON (serde).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TapReport {
+    /// Landing files that had arrived by this instant were considered.
+    pub through: DateTime<Utc>,
+    pub branch: String,
+    /// This run's id, in every snapshot summary and `bronze.landing_files` row it wrote.
+    pub tap_id: String,
+    pub tapped_at: DateTime<Utc>,
+    /// Bronze tables this run created.
+    pub created_tables: Vec<String>,
+    /// Files no catalog version named that the sweep removed.
+    pub orphans_removed: usize,
+    /// Files no catalog version named that the sweep kept, being younger than the grace.
+    pub orphans_kept: usize,
+    /// The grace period, in seconds.
+    pub orphan_grace_secs: u64,
+    /// One per source that had new files, in source order.
+    pub batches: Vec<BatchReport>,
+    /// Re-sent files recognised in this run.
+    pub duplicates: Vec<DuplicateReport>,
+    /// How many re-sent files were skipped (`duplicates.len()`).
+    pub skipped_duplicates: usize,
+    /// The catalog version that committed this run; `None` when there was nothing to commit.
+    pub catalog_version: Option<u64>,
+}
+
+impl TapReport {
+    /// True when nothing had arrived that bronze did not already know.
+    pub fn nothing_new(&self) -> bool {
+        self.batches.is_empty() && self.duplicates.is_empty()
+    }
+
+    /// Lines tapped by this run, all sources.
+    pub fn rows(&self) -> u64 {
+        self.batches.iter().map(|b| b.rows).sum()
+    }
+
+    /// The story's lines, aligned:
+    ///
+    /// ```text
+    /// as of 2026-08-16 23:59:59 UTC
+    ///   tapped   orders       batch   1   384 files   43,035 rows
+    ///   skipped  3 file(s) with the same bytes as one already in bronze
+    /// ```
+    pub fn render(&self) -> String {
+        let mut out = format!("as of {}\n", as_of(&self.through));
+        if self.orphans_removed > 0 {
+            out.push_str(&format!(
+                "  removed  {} orphan file(s) that no commit names (left by a crashed run)\n",
+                thousands(self.orphans_removed as u64)
+            ));
+        }
+        if self.orphans_kept > 0 {
+            out.push_str(&format!(
+                "  kept     {} unnamed file(s) younger than the {} grace period (a writer may still be using them)\n",
+                thousands(self.orphans_kept as u64),
+                human_duration(self.orphan_grace_secs)
+            ));
+        }
+        if self.nothing_new() {
+            out.push_str("  nothing new has arrived\n");
+            return out;
+        }
+        let seq_w = self
+            .batches
+            .iter()
+            .map(|b| b.sequence_number.to_string().len())
+            .max()
+            .unwrap_or(0)
+            .max(3);
+        let files_w = self
+            .batches
+            .iter()
+            .map(|b| thousands(b.files as u64).len())
+            .max()
+            .unwrap_or(0)
+            .max(3)
+            + 3;
+        let rows_w = self
+            .batches
+            .iter()
+            .map(|b| thousands(b.rows).len())
+            .max()
+            .unwrap_or(0)
+            .max(6)
+            + 3;
+        for b in &self.batches {
+            out.push_str(&format!(
+                "  tapped   {:<12} batch {:>seq_w$}{:>files_w$} files{:>rows_w$} rows\n",
+                b.source.as_str(),
+                b.sequence_number,
+                thousands(b.files as u64),
+                thousands(b.rows),
+            ));
+        }
+        if self.skipped_duplicates > 0 {
+            out.push_str(&format!(
+                "  skipped  {} file(s) with the same bytes as one already in bronze\n",
+                thousands(self.skipped_duplicates as u64)
+            ));
+        }
+        out
+    }
+}
+
+fn as_of(t: &DateTime<Utc>) -> String {
+    if t.second() == 0 && t.nanosecond() == 0 {
+        t.format("%Y-%m-%d %H:%M UTC").to_string()
+    } else {
+        t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+    }
+}
+
+/// `43035` → `43,035`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn human_duration(secs: u64) -> String {
+    match secs {
+        0 => "0s".into(),
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// What bronze already knows, from `bronze.landing_files` at the branch.
+struct Known {
+    /// Every landing file name recorded (tapped or duplicate): never hashed again.
+    names: HashSet<String>,
+    /// (source, sha256) of every tapped file → its name.
+    tapped: HashMap<(String, String), String>,
+}
+
+impl Known {
+    async fn load(table: &Table, branch: &str) -> Result<Known> {
+        let at = if table.head(branch).is_some() {
+            At::reference(branch)
+        } else {
+            At::Main
+        };
+        let batches = table
+            .scan(&at)
+            .await
+            .map_err(|e| ShackError::lake(LANDING_FILES, e))?;
+        let mut known = Known {
+            names: HashSet::new(),
+            tapped: HashMap::new(),
+        };
+        for b in &batches {
+            let file = string_column(b, "file")?;
+            let source = string_column(b, "source")?;
+            let status = string_column(b, "status")?;
+            let sha = string_column(b, "sha256")?;
+            for i in 0..b.num_rows() {
+                let name = file.value(i).to_string();
+                if status.value(i) == STATUS_TAPPED {
+                    known.tapped.insert(
+                        (source.value(i).to_string(), sha.value(i).to_string()),
+                        name.clone(),
+                    );
+                }
+                known.names.insert(name);
+            }
+        }
+        Ok(known)
+    }
+}
+
+fn string_column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    let col = b.column_by_name(name).ok_or_else(|| ShackError::BadTable {
+        table: LANDING_FILES.to_string(),
+        detail: format!("no column {name:?}"),
+    })?;
+    let arr = col
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| ShackError::BadTable {
+            table: LANDING_FILES.to_string(),
+            detail: format!("column {name:?} is {}, not a string", col.data_type()),
+        })?;
+    if arr.null_count() > 0 {
+        return Err(ShackError::BadTable {
+            table: LANDING_FILES.to_string(),
+            detail: format!("column {name:?} holds nulls"),
+        });
+    }
+    Ok(arr)
+}
+
+/// One landing file this run records in `bronze.landing_files`.
+struct FileRecord {
+    source: Source,
+    file: String,
+    sha256: String,
+    bytes: u64,
+    lines: u64,
+    arrived_at: DateTime<Utc>,
+    original_file: Option<String>,
+}
+
+/// One source's new lines, written and not yet committed.
+struct Pending {
+    source: Source,
+    files: Vec<FileRecord>,
+    rows: u64,
+    bytes: u64,
+    data_files: Vec<DataFile>,
+}
+
+/// Tap every landing file that had arrived by `through` into bronze, on `options.branch`.
+///
+/// `warehouse_root` holds `landing/` (as written by `sugarbush`); the catalog may live anywhere.
+/// Returns what was tapped; on any error nothing was committed, and the files written so far are
+/// orphans the next tap removes once they are older than the grace period.
+pub async fn tap(
+    catalog: &Catalog,
+    warehouse_root: &Path,
+    through: DateTime<Utc>,
+    options: &TapOptions,
+    progress: &(dyn Progress + Sync),
+) -> Result<TapReport> {
+    let tapped_at = Utc::now();
+    let tap_id = uuid::Uuid::now_v7().to_string();
+    let branch = options.branch.as_str();
+
+    // 1. Orphans first, before this run writes anything of its own.
+    progress.message("removing orphans");
+    let grace_ms = i64::try_from(options.orphan_grace.as_millis()).unwrap_or(i64::MAX);
+    let orphans = catalog
+        .remove_orphans(Utc::now().timestamp_millis(), grace_ms)
+        .await
+        .map_err(|e| ShackError::lake("the catalog", e))?;
+
+    // 2. The tables, all read at one catalog version.
+    let (tables, created_tables) = open_tables(catalog).await?;
+    let table = |name: &str| -> Result<&Table> {
+        tables.get(name).ok_or_else(|| {
+            ShackError::lake(
+                name,
+                LakeError::Other(format!("{name} is missing after creation")),
+            )
+        })
+    };
+
+    // 3. What bronze knows.
+    let mut known = Known::load(table(LANDING_FILES)?, branch).await?;
+
+    // 4. What has arrived that bronze has not seen.
+    let mut arrived: Vec<(Source, Vec<LandedFile>)> = Vec::new();
+    for source in Source::ALL {
+        let files = sugarbush::landed(warehouse_root, source, through).map_err(|error| {
+            ShackError::Landing {
+                source_name: source.as_str(),
+                error,
+            }
+        })?;
+        let unseen: Vec<LandedFile> = files
+            .into_iter()
+            .filter(|f| !known.names.contains(&f.relative_name))
+            .collect();
+        arrived.push((source, unseen));
+    }
+    progress.set_total(arrived.iter().map(|(_, f)| f.len() as u64).sum());
+
+    let write_started = Instant::now();
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut duplicates: Vec<FileRecord> = Vec::new();
+    for (source, files) in arrived {
+        if files.is_empty() {
+            continue;
+        }
+        let name = bronze::table_name(source);
+        let t = table(&name)?;
+        let mut buffer = RowBuffer::new(
+            bronze::source_schema(),
+            options.max_batch_rows,
+            options.max_batch_bytes,
+        );
+        let mut p = Pending {
+            source,
+            files: Vec::new(),
+            rows: 0,
+            bytes: 0,
+            data_files: Vec::new(),
+        };
+        progress.message(&format!("tapping {source}"));
+        for f in files {
+            let d = lines::digest(&f.path)?;
+            let key = (source.as_str().to_string(), d.sha256.clone());
+            // An empty file has no content to be a copy of: it is tapped (zero lines), never a
+            // duplicate of another empty file.
+            if d.bytes > 0
+                && let Some(original) = known.tapped.get(&key)
+            {
+                duplicates.push(FileRecord {
+                    source,
+                    file: f.relative_name.clone(),
+                    sha256: d.sha256,
+                    bytes: d.bytes,
+                    lines: d.lines,
+                    arrived_at: f.arrived_at,
+                    original_file: Some(original.clone()),
+                });
+                known.names.insert(f.relative_name);
+                progress.inc(1);
+                continue;
+            }
+            let lineage = Lineage {
+                file: &f.relative_name,
+                sha256: &d.sha256,
+                arrived_us: f.arrived_at.timestamp_micros(),
+            };
+            let mut reader = LineReader::open(&f.path)?;
+            while let Some((number, line)) = reader.next_line()? {
+                buffer.push(number, line, &lineage);
+                if buffer.is_full() {
+                    let batch = buffer.take(&name)?;
+                    p.data_files.extend(write(t, &name, batch).await?);
+                }
+            }
+            let (sha, lines_read) = reader.finish();
+            if sha != d.sha256 {
+                return Err(ShackError::FileChanged {
+                    file: f.relative_name,
+                    first: d.sha256,
+                    second: sha,
+                });
+            }
+            p.rows += lines_read;
+            p.bytes += d.bytes;
+            known.tapped.insert(key, f.relative_name.clone());
+            known.names.insert(f.relative_name.clone());
+            p.files.push(FileRecord {
+                source,
+                file: f.relative_name,
+                sha256: d.sha256,
+                bytes: d.bytes,
+                lines: lines_read,
+                arrived_at: f.arrived_at,
+                original_file: None,
+            });
+            progress.inc(1);
+        }
+        if !buffer.is_empty() {
+            let batch = buffer.take(&name)?;
+            p.data_files.extend(write(t, &name, batch).await?);
+        }
+        if !p.files.is_empty() {
+            pending.push(p);
+        }
+    }
+
+    let mut report = TapReport {
+        through,
+        branch: branch.to_string(),
+        tap_id: tap_id.clone(),
+        tapped_at,
+        created_tables,
+        orphans_removed: orphans.total(),
+        orphans_kept: orphans.too_young,
+        orphan_grace_secs: options.orphan_grace.as_secs(),
+        batches: Vec::new(),
+        duplicates: duplicates
+            .iter()
+            .map(|d| DuplicateReport {
+                source: d.source,
+                file: d.file.clone(),
+                original_file: d.original_file.clone().unwrap_or_default(),
+                sha256: d.sha256.clone(),
+            })
+            .collect(),
+        skipped_duplicates: duplicates.len(),
+        catalog_version: None,
+    };
+    if pending.is_empty() && duplicates.is_empty() {
+        progress.message("nothing new has arrived");
+        return Ok(report);
+    }
+
+    // 5. Stage a snapshot per source, then the record of files, and commit them as one.
+    progress.message("committing");
+    let through_s = through.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+    let mut changes: Vec<TableChange> = Vec::new();
+    let mut records: Vec<(FileRecord, Option<(i64, i64)>)> = Vec::new();
+    for p in pending {
+        let name = bronze::table_name(p.source);
+        let t = table(&name)?;
+        let properties = BTreeMap::from([
+            (props::TAP_ID.to_string(), tap_id.clone()),
+            (props::THROUGH.to_string(), through_s.clone()),
+            (props::FILES.to_string(), p.files.len().to_string()),
+            (props::ROWS.to_string(), p.rows.to_string()),
+        ]);
+        let data_files = p.data_files.len();
+        let change = t
+            .stage_files(branch, p.data_files, None, properties)
+            .await
+            .map_err(|e| ShackError::lake(&name, e))?;
+        let (snapshot_id, sequence_number) = staged_snapshot(&name, &change)?;
+        report.batches.push(BatchReport {
+            source: p.source,
+            table: name,
+            snapshot_id,
+            sequence_number,
+            files: p.files.len(),
+            rows: p.rows,
+            bytes: p.bytes,
+            data_files,
+        });
+        records.extend(
+            p.files
+                .into_iter()
+                .map(|f| (f, Some((snapshot_id, sequence_number)))),
+        );
+        changes.push(change);
+    }
+    records.extend(duplicates.into_iter().map(|d| (d, None)));
+    let batch = landing_files_batch(&records, &tap_id, tapped_at, through)?;
+    let lf = table(LANDING_FILES)?;
+    let lf_files = write(lf, LANDING_FILES, batch).await?;
+    let properties = BTreeMap::from([
+        (props::TAP_ID.to_string(), tap_id.clone()),
+        (props::THROUGH.to_string(), through_s.clone()),
+        (props::FILES.to_string(), records.len().to_string()),
+    ]);
+    let change = lf
+        .stage_files(branch, lf_files, None, properties)
+        .await
+        .map_err(|e| ShackError::lake(LANDING_FILES, e))?;
+    changes.push(change);
+
+    let elapsed = write_started.elapsed();
+    if !options.orphan_grace.is_zero() && elapsed * 2 > options.orphan_grace {
+        return Err(ShackError::OutlivedGrace {
+            elapsed,
+            grace: options.orphan_grace,
+        });
+    }
+    let message = commit_message(&report);
+    let properties = BTreeMap::from([
+        (props::TAP_ID.to_string(), tap_id.clone()),
+        (props::THROUGH.to_string(), through_s),
+        ("sugarshack.branch".to_string(), branch.to_string()),
+    ]);
+    let committed = catalog
+        .commit(changes, "tap", &message, properties)
+        .await
+        .map_err(|e| match e {
+            LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
+            other => ShackError::lake("the tap's commit", other),
+        })?;
+    report.catalog_version = Some(committed.version);
+    progress.message("committed");
+    Ok(report)
+}
+
+async fn write(table: &Table, name: &str, batch: RecordBatch) -> Result<Vec<DataFile>> {
+    table
+        .write_data_files(&[batch])
+        .await
+        .map_err(|e| ShackError::lake(name, e))
+}
+
+fn staged_snapshot(table: &str, change: &TableChange) -> Result<(i64, i64)> {
+    let missing = || {
+        ShackError::lake(
+            table,
+            LakeError::Other("the staged change adds no snapshot".into()),
+        )
+    };
+    let id = change.snapshot_id().ok_or_else(missing)?;
+    let seq = change
+        .metadata()
+        .and_then(|m| m.snapshot_by_id(id))
+        .map(|s| s.sequence_number())
+        .ok_or_else(missing)?;
+    Ok((id, seq))
+}
+
+fn commit_message(report: &TapReport) -> String {
+    let mut parts: Vec<String> = report
+        .batches
+        .iter()
+        .map(|b| format!("{} {} files {} rows", b.source, b.files, b.rows))
+        .collect();
+    if report.skipped_duplicates > 0 {
+        parts.push(format!(
+            "{} re-sent file(s) skipped",
+            report.skipped_duplicates
+        ));
+    }
+    format!(
+        "tap through {} to {}: {}",
+        report
+            .through
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        report.branch,
+        parts.join(", ")
+    )
+}
+
+fn landing_files_batch(
+    records: &[(FileRecord, Option<(i64, i64)>)],
+    tap_id: &str,
+    tapped_at: DateTime<Utc>,
+    through: DateTime<Utc>,
+) -> Result<RecordBatch> {
+    let schema = bronze::landing_files_schema();
+    let ts_type = bronze::timestamp_type();
+    let n = records.len();
+    let mut file = StringBuilder::new();
+    let mut source = StringBuilder::new();
+    let mut status = StringBuilder::new();
+    let mut sha = StringBuilder::new();
+    let mut bytes = Int64Builder::with_capacity(n);
+    let mut lines = Int64Builder::with_capacity(n);
+    let mut arrived = TimestampMicrosecondBuilder::with_capacity(n);
+    let mut original = StringBuilder::new();
+    let mut snapshot = Int64Builder::with_capacity(n);
+    let mut sequence = Int64Builder::with_capacity(n);
+    let mut tap = StringBuilder::new();
+    let mut tapped = TimestampMicrosecondBuilder::with_capacity(n);
+    let mut thru = TimestampMicrosecondBuilder::with_capacity(n);
+    let long = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    for (r, batch) in records {
+        file.append_value(&r.file);
+        source.append_value(r.source.as_str());
+        status.append_value(if r.original_file.is_some() {
+            STATUS_DUPLICATE
+        } else {
+            STATUS_TAPPED
+        });
+        sha.append_value(&r.sha256);
+        bytes.append_value(long(r.bytes));
+        lines.append_value(long(r.lines));
+        arrived.append_value(r.arrived_at.timestamp_micros());
+        original.append_option(r.original_file.as_deref());
+        snapshot.append_option(batch.map(|b| b.0));
+        sequence.append_option(batch.map(|b| b.1));
+        tap.append_value(tap_id);
+        tapped.append_value(tapped_at.timestamp_micros());
+        thru.append_value(through.timestamp_micros());
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(file.finish()),
+        Arc::new(source.finish()),
+        Arc::new(status.finish()),
+        Arc::new(sha.finish()),
+        Arc::new(bytes.finish()),
+        Arc::new(lines.finish()),
+        Arc::new(arrived.finish().with_data_type(ts_type.clone())),
+        Arc::new(original.finish()),
+        Arc::new(snapshot.finish()),
+        Arc::new(sequence.finish()),
+        Arc::new(tap.finish()),
+        Arc::new(tapped.finish().with_data_type(ts_type.clone())),
+        Arc::new(thru.finish().with_data_type(ts_type)),
+    ];
+    RecordBatch::try_new(schema, columns).map_err(|e| ShackError::BadTable {
+        table: LANDING_FILES.to_string(),
+        detail: format!("building the batch of landing files: {e}"),
+    })
+}
+
+/// Load the bronze tables at one catalog version, creating the missing ones in one commit.
+async fn open_tables(catalog: &Catalog) -> Result<(BTreeMap<String, Table>, Vec<String>)> {
+    let cat = |e| ShackError::lake("the catalog", e);
+    let mut head = catalog.head().await.map_err(cat)?;
+    let mut wanted: Vec<(String, arrow_schema::SchemaRef, Vec<lake::PartitionField>)> = Source::ALL
+        .into_iter()
+        .map(|s| {
+            (
+                bronze::table_name(s),
+                bronze::source_schema(),
+                bronze::source_partitioning(),
+            )
+        })
+        .collect();
+    wanted.push((
+        LANDING_FILES.to_string(),
+        bronze::landing_files_schema(),
+        Vec::new(),
+    ));
+    let mut created = Vec::new();
+    let missing: Vec<_> = wanted
+        .iter()
+        .filter(|(name, _, _)| !head.tables.contains_key(name))
+        .collect();
+    if !missing.is_empty() {
+        let mut changes = Vec::new();
+        for (name, schema, partition) in &missing {
+            changes.push(
+                catalog
+                    .stage_create_table(name, schema, partition)
+                    .await
+                    .map_err(|e| ShackError::lake(name.as_str(), e))?,
+            );
+        }
+        let names: Vec<String> = missing.iter().map(|(n, _, _)| n.clone()).collect();
+        match catalog
+            .commit(
+                changes,
+                "create-table",
+                &format!("create {}", names.join(", ")),
+                BTreeMap::new(),
+            )
+            .await
+        {
+            Ok(_) => created = names,
+            // Another tap created them first: use its tables.
+            Err(e) if e.is_conflict() => {}
+            Err(e) => return Err(cat(e)),
+        }
+        head = catalog.head().await.map_err(cat)?;
+    }
+    let mut tables = BTreeMap::new();
+    for (name, schema, _) in &wanted {
+        let t = catalog
+            .table_in(&head, name)
+            .await
+            .map_err(|e| ShackError::lake(name.as_str(), e))?;
+        check_schema(name, &t, schema)?;
+        tables.insert(name.clone(), t);
+    }
+    Ok((tables, created))
+}
+
+/// A table of the right name but another shape was not made by this tap: say so before writing.
+fn check_schema(name: &str, table: &Table, want: &arrow_schema::SchemaRef) -> Result<()> {
+    let have = table
+        .arrow_schema()
+        .map_err(|e| ShackError::lake(name, e))?;
+    let shape = |s: &arrow_schema::Schema| -> Vec<(String, arrow_schema::DataType)> {
+        s.fields()
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect()
+    };
+    if shape(&have) != shape(want) {
+        return Err(ShackError::BadTable {
+            table: name.to_string(),
+            detail: format!(
+                "its columns are ({}), a bronze table's are ({})",
+                have.fields()
+                    .iter()
+                    .map(|f| format!("{} {}", f.name(), f.data_type()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                want.fields()
+                    .iter()
+                    .map(|f| format!("{} {}", f.name(), f.data_type()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(43_035), "43,035");
+        assert_eq!(thousands(4_303_500), "4,303,500");
+    }
+
+    fn report() -> TapReport {
+        let through = DateTime::parse_from_rfc3339("2026-08-16T23:59:59Z")
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_default();
+        let batch = |source: Source, seq: i64, files: usize, rows: u64| BatchReport {
+            source,
+            table: bronze::table_name(source),
+            snapshot_id: 1,
+            sequence_number: seq,
+            files,
+            rows,
+            bytes: 0,
+            data_files: 1,
+        };
+        TapReport {
+            through,
+            branch: "audit".into(),
+            tap_id: "t".into(),
+            tapped_at: through,
+            created_tables: Vec::new(),
+            orphans_removed: 0,
+            orphans_kept: 0,
+            orphan_grace_secs: 3600,
+            batches: vec![
+                batch(Source::Orders, 1, 384, 43_035),
+                batch(Source::Payments, 2, 384, 15_382),
+                batch(Source::FxRates, 3, 12, 12),
+                batch(Source::Settlements, 4, 15, 30),
+            ],
+            duplicates: Vec::new(),
+            skipped_duplicates: 3,
+            catalog_version: Some(6),
+        }
+    }
+
+    #[test]
+    fn render_lines_up_like_the_story() {
+        let want = "\
+as of 2026-08-16 23:59:59 UTC
+  tapped   orders       batch   1   384 files   43,035 rows
+  tapped   payments     batch   2   384 files   15,382 rows
+  tapped   fx_rates     batch   3    12 files       12 rows
+  tapped   settlements  batch   4    15 files       30 rows
+  skipped  3 file(s) with the same bytes as one already in bronze
+";
+        assert_eq!(report().render(), want);
+    }
+
+    #[test]
+    fn render_says_when_nothing_is_new() {
+        let mut r = report();
+        r.batches.clear();
+        r.skipped_duplicates = 0;
+        r.orphans_removed = 2;
+        assert_eq!(
+            r.render(),
+            "as of 2026-08-16 23:59:59 UTC\n  removed  2 orphan file(s) that no commit names (left by a crashed run)\n  nothing new has arrived\n"
+        );
+    }
+}
