@@ -1,0 +1,591 @@
+//! The tap's promises, checked against hand-made landing zones and the default season:
+//! idempotent, content-addressed, crash-safe, every line exactly once, `main` untouched.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs;
+use std::sync::Mutex;
+
+use arrow_array::{Array, LargeBinaryArray, RecordBatch, StringArray};
+use chrono::{DateTime, Utc};
+use common::*;
+use lake::{At, Failpoint, LakeError, RefOp};
+use shack::{ShackError, Source, TapOptions, bronze};
+
+type Line = Vec<u8>;
+
+/// Every row of a bronze source table at audit: (file, line) → bytes, counting repeats.
+fn bronze_lines(batches: &[RecordBatch]) -> (HashMap<(String, i64), Line>, usize) {
+    let mut out = HashMap::new();
+    let mut repeats = 0;
+    for b in batches {
+        let raw = b
+            .column_by_name("_raw")
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .expect("_raw");
+        let bytes = b
+            .column_by_name("_raw_bytes")
+            .and_then(|c| c.as_any().downcast_ref::<LargeBinaryArray>())
+            .expect("_raw_bytes");
+        let files = str_column(std::slice::from_ref(b), "_landing_file");
+        let lines = int_column(std::slice::from_ref(b), "_line");
+        for i in 0..b.num_rows() {
+            let v = if bytes.is_null(i) {
+                raw.value(i).as_bytes().to_vec()
+            } else {
+                bytes.value(i).to_vec()
+            };
+            let key = (files[i].clone().expect("file"), lines[i]);
+            if out.insert(key, v).is_some() {
+                repeats += 1;
+            }
+        }
+    }
+    (out, repeats)
+}
+
+/// The re-sent copies of the default season, by relative name.
+fn resent_copies(season: &std::path::Path) -> BTreeMap<String, sugarbush::ResentFile> {
+    let truth = sugarbush::load_truth(season).expect("truth");
+    truth
+        .summary
+        .resent
+        .into_iter()
+        .map(|r| (r.copy.clone(), r))
+        .collect()
+}
+
+fn arrived(rel: &str) -> DateTime<Utc> {
+    sugarbush::parse_landing_name(rel)
+        .expect("landing name")
+        .arrived_at
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tapping_twice_changes_nothing() {
+    let season = season();
+    let lake = Lake::new();
+    let first = lake.tap(&season, aug16()).await;
+    println!("{}", first.render());
+    assert_eq!(
+        first.batches.iter().map(|b| b.source).collect::<Vec<_>>(),
+        Source::ALL.to_vec()
+    );
+    assert_eq!(first.created_tables, bronze::table_names());
+    assert!(first.catalog_version.is_some());
+    let version = lake.catalog.head().await.expect("head").version;
+    let refs = lake.refs().await;
+    let files = lake.files();
+
+    let again = lake.tap(&season, aug16()).await;
+    assert!(again.nothing_new(), "{again:?}");
+    assert_eq!(again.catalog_version, None);
+    assert_eq!(again.orphans_removed, 0);
+    assert_eq!(again.orphans_kept, 0);
+    assert!(again.created_tables.is_empty());
+    assert_eq!(lake.catalog.head().await.expect("head").version, version);
+    assert_eq!(lake.refs().await, refs, "same snapshot ids");
+    assert_eq!(lake.files(), files, "no new files on disk");
+    assert!(again.render().ends_with("  nothing new has arrived\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resent_files_are_recognised_under_new_names_and_recorded() {
+    let season = season();
+    let copies = resent_copies(&season);
+    assert!(!copies.is_empty(), "the season re-sends files");
+    let end = utc(2026, 12, 31, 0, 0, 0);
+    let lake = Lake::new();
+    let first = lake.tap(&season, aug16()).await;
+    let second = lake.tap(&season, end).await;
+
+    let early = copies.keys().filter(|c| arrived(c) <= aug16()).count();
+    assert_eq!(first.skipped_duplicates, early);
+    assert_eq!(second.skipped_duplicates, copies.len() - early);
+    let reported: BTreeMap<String, (String, String)> = first
+        .duplicates
+        .iter()
+        .chain(&second.duplicates)
+        .map(|d| (d.file.clone(), (d.original_file.clone(), d.sha256.clone())))
+        .collect();
+    let expected: BTreeMap<String, (String, String)> = copies
+        .iter()
+        .map(|(c, r)| (c.clone(), (r.original.clone(), r.sha256.clone())))
+        .collect();
+    assert_eq!(reported, expected);
+
+    // Recorded in bronze itself, queryable with SQL, in the same commits as the lines.
+    let audit = At::reference(bronze::AUDIT_BRANCH);
+    let rows = lake
+        .sql(
+            &audit,
+            "select file, original_file, sha256 from bronze.landing_files \
+             where status = 'duplicate' order by file",
+        )
+        .await;
+    let files = str_column(&rows, "file");
+    let originals = str_column(&rows, "original_file");
+    let shas = str_column(&rows, "sha256");
+    let recorded: BTreeMap<String, (String, String)> = (0..files.len())
+        .map(|i| {
+            (
+                files[i].clone().expect("file"),
+                (
+                    originals[i].clone().expect("original"),
+                    shas[i].clone().expect("sha"),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(recorded, expected);
+
+    // The copies' lines are not in bronze; their originals' are.
+    for source in Source::ALL {
+        let batches = lake.audit_rows(&bronze::table_name(source)).await;
+        let in_bronze: BTreeSet<String> = str_column(&batches, "_landing_file")
+            .into_iter()
+            .flatten()
+            .collect();
+        for (copy, r) in copies.iter().filter(|(_, r)| r.source == source) {
+            assert!(!in_bronze.contains(copy), "{copy} was tapped again");
+            assert!(in_bronze.contains(&r.original), "{} is missing", r.original);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_landing_line_through_t_is_in_bronze_exactly_once() {
+    let season = season();
+    let copies = resent_copies(&season);
+    let truth = sugarbush::load_truth(&season).expect("truth");
+    let end = utc(2026, 12, 31, 0, 0, 0);
+    let lake = Lake::new();
+    for through in [
+        aug16(),
+        utc(2026, 8, 17, 12, 0, 0),
+        utc(2026, 9, 10, 6, 0, 0),
+        end,
+    ] {
+        lake.tap(&season, through).await;
+    }
+
+    let audit = At::reference(bronze::AUDIT_BRANCH);
+    let mut unparseable_payments = 0u64;
+    for source in Source::ALL {
+        let table = bronze::table_name(source);
+        // Landing side: every line of every file that is not a re-sent copy, per arrival day.
+        let mut landing: BTreeMap<String, i64> = BTreeMap::new();
+        let mut lines: HashMap<(String, i64), Line> = HashMap::new();
+        for f in sugarbush::landed(&season, source, end).expect("landed") {
+            if copies.contains_key(&f.relative_name) {
+                continue;
+            }
+            let day = f.arrived_at.format("%Y-%m-%d").to_string();
+            let bytes = fs::read(&f.path).expect("read landing file");
+            let file_lines = file_lines(&bytes);
+            *landing.entry(day).or_default() += file_lines.len() as i64;
+            for (i, l) in file_lines.into_iter().enumerate() {
+                lines.insert((f.relative_name.clone(), i as i64 + 1), l);
+            }
+        }
+        // Bronze side, by SQL: the same days from the lineage columns.
+        let per_day = lake
+            .sql(
+                &audit,
+                &format!(
+                    "select split_part(_landing_file, '/', 2) as day, count(*) as n \
+                     from {table} group by 1 order by 1"
+                ),
+            )
+            .await;
+        let days = str_column(&per_day, "day");
+        let counts = int_column(&per_day, "n");
+        let bronze: BTreeMap<String, i64> = days
+            .into_iter()
+            .map(|d| d.expect("day"))
+            .zip(counts)
+            .collect();
+        let all_days: BTreeSet<&String> = landing.keys().chain(bronze.keys()).collect();
+        for day in all_days {
+            let l = landing.get(day).copied().unwrap_or(0);
+            let b = bronze.get(day).copied().unwrap_or(0);
+            assert_eq!(
+                l - b,
+                0,
+                "{table} {day}: {l} landing lines, {b} bronze rows"
+            );
+        }
+        // And line by line, byte for byte, no (file, line) twice.
+        let (rows, repeats) = bronze_lines(&lake.audit_rows(&table).await);
+        assert_eq!(repeats, 0, "{table} holds a line twice");
+        assert_eq!(rows.len(), lines.len(), "{table}");
+        for (key, want) in &lines {
+            assert_eq!(rows.get(key), Some(want), "{table} {key:?}");
+        }
+        if source == Source::Payments {
+            unparseable_payments = rows
+                .values()
+                .filter(|l| serde_json::from_slice::<serde_json::Value>(l).is_err())
+                .count() as u64;
+        }
+    }
+    // Including the crashed receiver's truncated lines, kept as they arrived.
+    assert!(truth.summary.faults.truncated_lines > 0);
+    assert_eq!(unparseable_payments, truth.summary.faults.truncated_lines);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_data_files_and_commit_leaves_the_previous_state() {
+    let season = season();
+    let day1 = utc(2026, 8, 3, 0, 0, 0);
+    let clean = Lake::new();
+    clean.tap_with(&season, day1, &no_grace()).await;
+    let clean_next = clean.tap_with(&season, aug16(), &no_grace()).await;
+
+    for point in [Failpoint::AfterDataFiles, Failpoint::AfterMetadataFiles] {
+        let lake = Lake::new();
+        lake.tap_with(&season, day1, &no_grace()).await;
+        let version = lake.catalog.head().await.expect("head").version;
+        let refs = lake.refs().await;
+        let audit = At::reference(bronze::AUDIT_BRANCH);
+        let count = "select count(*) as n from bronze.payments";
+        let before = int_column(&lake.sql(&audit, count).await, "n");
+        let files = lake.files();
+
+        lake.catalog.set_failpoint(Some(point));
+        let err = shack::tap(
+            &lake.catalog,
+            &season,
+            aug16(),
+            &no_grace(),
+            &shack::NoProgress,
+        )
+        .await
+        .expect_err("the injected crash");
+        assert!(
+            matches!(&err, ShackError::Lake { error, .. } if matches!(**error, LakeError::Injected(_))),
+            "{err}"
+        );
+        lake.catalog.set_failpoint(None);
+
+        // Readers see the previous state: same version, same snapshots, same rows.
+        assert_eq!(lake.catalog.head().await.expect("head").version, version);
+        assert_eq!(lake.refs().await, refs);
+        assert_eq!(int_column(&lake.sql(&audit, count).await, "n"), before);
+        let debris: Vec<String> = lake
+            .files()
+            .into_keys()
+            .filter(|f| !files.contains_key(f))
+            .collect();
+        assert!(!debris.is_empty(), "{point:?} left files behind");
+
+        // The next tap removes the orphans first, then taps the batch exactly once.
+        let next = lake.tap_with(&season, aug16(), &no_grace()).await;
+        assert_eq!(next.orphans_removed, debris.len(), "{point:?}: {debris:?}");
+        let now = lake.files();
+        assert!(debris.iter().all(|f| !now.contains_key(f)));
+        assert!(next.render().contains("  removed  "));
+        let shape = |r: &shack::TapReport| -> Vec<(Source, usize, u64, i64)> {
+            r.batches
+                .iter()
+                .map(|b| (b.source, b.files, b.rows, b.sequence_number))
+                .collect()
+        };
+        assert_eq!(shape(&next), shape(&clean_next), "{point:?}");
+        assert_eq!(next.skipped_duplicates, clean_next.skipped_duplicates);
+        for source in Source::ALL {
+            let table = bronze::table_name(source);
+            let (mine, repeats) = bronze_lines(&lake.audit_rows(&table).await);
+            let (theirs, _) = bronze_lines(&clean.audit_rows(&table).await);
+            assert_eq!(repeats, 0, "{table}");
+            assert_eq!(mine, theirs, "{table} after {point:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_younger_than_the_grace_are_kept_and_stay_invisible() {
+    let l = Landing::new();
+    let t1 = utc(2026, 8, 1, 1, 0, 0);
+    let t2 = utc(2026, 8, 1, 2, 0, 0);
+    l.put(Source::Orders, t1, "20260801T00", b"{\"op\":\"c\"}\n");
+    l.put(Source::Orders, t2, "20260801T01", b"{\"op\":\"u\"}\n");
+    let lake = Lake::new();
+    lake.tap(l.root(), t1).await;
+    let files = lake.files();
+    lake.catalog.set_failpoint(Some(Failpoint::AfterDataFiles));
+    let crashed = shack::tap(
+        &lake.catalog,
+        l.root(),
+        t2,
+        &TapOptions::default(),
+        &shack::NoProgress,
+    )
+    .await;
+    assert!(crashed.is_err());
+    lake.catalog.set_failpoint(None);
+    let debris = lake.files().len() - files.len();
+    assert!(debris > 0);
+
+    // Within the grace a crashed run's files look like a live writer's: they stay.
+    let next = lake.tap(l.root(), t2).await;
+    assert_eq!(next.orphans_removed, 0);
+    assert_eq!(next.orphans_kept, debris);
+    assert!(next.render().contains("younger than the 1h grace period"));
+    assert_eq!(next.rows(), 1, "the batch is tapped once all the same");
+    let rows = lake.audit_rows("bronze.orders").await;
+    assert_eq!(
+        str_column(&rows, "_raw"),
+        vec![
+            Some("{\"op\":\"c\"}".to_string()),
+            Some("{\"op\":\"u\"}".to_string())
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_are_kept_as_sent_even_when_truncated_empty_or_not_utf8() {
+    let l = Landing::new();
+    let t = utc(2026, 8, 2, 0, 0, 12);
+    let pay = l.put(
+        Source::Payments,
+        t,
+        "20260801T23",
+        b"{\"a\":1}\r\n\n{\"caf\xe9\":2}\n{\"id\": \"evt_1\", \"tru",
+    );
+    let fx = l.put(
+        Source::FxRates,
+        t,
+        "2026-07-31",
+        b"2026-07-31,USD,CAD,1.3712",
+    );
+    let empty = l.put(Source::Settlements, t, "2026-08-01", b"");
+    let lake = Lake::new();
+    let report = lake.tap(l.root(), t).await;
+    let by_source: BTreeMap<Source, (usize, u64)> = report
+        .batches
+        .iter()
+        .map(|b| (b.source, (b.files, b.rows)))
+        .collect();
+    assert_eq!(by_source.get(&Source::Payments), Some(&(1, 4)));
+    assert_eq!(by_source.get(&Source::FxRates), Some(&(1, 1)));
+    assert_eq!(by_source.get(&Source::Settlements), Some(&(1, 0)));
+    assert_eq!(by_source.get(&Source::Orders), None);
+
+    let rows = lake.audit_rows("bronze.payments").await;
+    let (lines, _) = bronze_lines(&rows);
+    let want: Vec<&[u8]> = vec![
+        b"{\"a\":1}\r",
+        b"",
+        b"{\"caf\xe9\":2}",
+        b"{\"id\": \"evt_1\", \"tru",
+    ];
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(
+            lines
+                .get(&(pay.clone(), i as i64 + 1))
+                .map(|v| v.as_slice()),
+            Some(*w)
+        );
+    }
+    // Non-UTF-8 is flagged by its exact bytes and readable as text with U+FFFD.
+    let flagged = lake
+        .sql(
+            &At::reference(bronze::AUDIT_BRANCH),
+            "select _line, _raw from bronze.payments where _raw_bytes is not null",
+        )
+        .await;
+    assert_eq!(int_column(&flagged, "_line"), vec![3]);
+    assert_eq!(
+        str_column(&flagged, "_raw"),
+        vec![Some("{\"caf\u{fffd}\":2}".to_string())]
+    );
+    let fx_rows = lake.audit_rows("bronze.fx_rates").await;
+    assert_eq!(
+        str_column(&fx_rows, "_raw"),
+        vec![Some("2026-07-31,USD,CAD,1.3712".to_string())]
+    );
+    assert_eq!(str_column(&fx_rows, "_landing_file"), vec![Some(fx)]);
+    // The empty file is recorded as tapped, with no lines.
+    let lf = lake
+        .sql(
+            &At::reference(bronze::AUDIT_BRANCH),
+            &format!("select status, lines from bronze.landing_files where file = '{empty}'"),
+        )
+        .await;
+    assert_eq!(str_column(&lf, "status"), vec![Some("tapped".to_string())]);
+    assert_eq!(int_column(&lf, "lines"), vec![0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_file_name_is_never_hashed_again_and_copies_in_one_run_are_caught() {
+    let l = Landing::new();
+    let t1 = utc(2026, 8, 1, 1, 0, 0);
+    let t2 = utc(2026, 8, 1, 2, 0, 0);
+    let a = l.put(Source::Orders, t1, "20260801T00", b"x\ny\n");
+    let e1 = l.put(Source::Orders, t1, "20260801T00q", b"");
+    let lake = Lake::new();
+    let first = lake.tap(l.root(), t1).await;
+    assert_eq!(first.rows(), 2);
+
+    // `a` becomes unreadable: a tap that opened it again would fail.
+    let path = l.path(&a);
+    fs::remove_file(&path).expect("remove");
+    std::os::unix::fs::symlink(l.root().join("nowhere"), &path).expect("symlink");
+    let b = l.put(Source::Orders, t2, "20260801T00r", b"x\ny\n"); // a re-send of `a`
+    let c = l.put(Source::Orders, t2, "20260801T01", b"z\n");
+    let d = l.put(Source::Orders, t2, "20260801T01r", b"z\n"); // a re-send within the run
+    let e2 = l.put(Source::Orders, t2, "20260801T01q", b""); // empty again: not a copy
+    let second = lake.tap(l.root(), t2).await;
+    let dups: BTreeMap<String, String> = second
+        .duplicates
+        .iter()
+        .map(|x| (x.file.clone(), x.original_file.clone()))
+        .collect();
+    assert_eq!(
+        dups,
+        BTreeMap::from([(b.clone(), a.clone()), (d.clone(), c.clone())])
+    );
+    assert_eq!(second.batches.len(), 1);
+    assert_eq!(second.batches[0].files, 2, "c and the empty file");
+    assert_eq!(second.rows(), 1);
+    let rows = lake.audit_rows("bronze.orders").await;
+    let in_bronze: BTreeSet<String> = str_column(&rows, "_landing_file")
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(in_bronze, BTreeSet::from([a, c]));
+    let lf = lake.audit_rows(bronze::LANDING_FILES).await;
+    let status: BTreeMap<String, String> = str_column(&lf, "file")
+        .into_iter()
+        .flatten()
+        .zip(str_column(&lf, "status").into_iter().flatten())
+        .collect();
+    assert_eq!(status.len(), 6);
+    assert_eq!(status.get(&e1).map(String::as_str), Some("tapped"));
+    assert_eq!(status.get(&e2).map(String::as_str), Some("tapped"));
+    assert_eq!(status.get(&b).map(String::as_str), Some("duplicate"));
+    assert_eq!(status.get(&d).map(String::as_str), Some("duplicate"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn main_is_untouched_by_taps() {
+    let season = season();
+    let lake = Lake::new();
+    lake.tap(&season, utc(2026, 8, 3, 0, 0, 0)).await;
+    let count = "select count(*) as n from bronze.orders";
+    for name in bronze::table_names() {
+        let t = lake.catalog.table(&name).await.expect("table");
+        assert_eq!(t.head("main"), None, "{name}: main moved");
+        assert!(t.head(bronze::AUDIT_BRANCH).is_some());
+    }
+    assert_eq!(int_column(&lake.sql(&At::Main, count).await, "n"), vec![0]);
+
+    // Publish by hand (fast-forward main to audit), then tap more: main stays put.
+    let mut published = BTreeMap::new();
+    for name in bronze::table_names() {
+        let t = lake.catalog.table(&name).await.expect("table");
+        let head = t.head(bronze::AUDIT_BRANCH).expect("audit head");
+        lake.catalog
+            .update_refs(
+                &name,
+                &[RefOp::FastForward {
+                    branch: "main".into(),
+                    to: head,
+                }],
+                "publish",
+            )
+            .await
+            .expect("publish");
+        published.insert(name, head);
+    }
+    let at_main = int_column(&lake.sql(&At::Main, count).await, "n");
+    let next = lake.tap(&season, utc(2026, 8, 5, 0, 0, 0)).await;
+    assert!(next.rows() > 0);
+    for (name, head) in &published {
+        let t = lake.catalog.table(name).await.expect("table");
+        assert_eq!(t.head("main"), Some(*head), "{name}: main moved");
+        let audit = t.head(bronze::AUDIT_BRANCH).expect("audit");
+        assert_ne!(audit, *head, "{name}: audit did not move");
+        assert!(t.is_ancestor(*head, audit));
+    }
+    assert_eq!(int_column(&lake.sql(&At::Main, count).await, "n"), at_main);
+}
+
+#[derive(Default)]
+struct Recorder {
+    total: Mutex<u64>,
+    done: Mutex<u64>,
+}
+
+impl shack::Progress for Recorder {
+    fn set_total(&self, n: u64) {
+        if let Ok(mut t) = self.total.lock() {
+            *t += n;
+        }
+    }
+    fn inc(&self, n: u64) {
+        if let Ok(mut d) = self.done.lock() {
+            *d += n;
+        }
+    }
+    fn message(&self, _m: &str) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_batches_give_many_data_files_and_the_same_rows_and_a_batch_is_one_snapshot() {
+    let l = Landing::new();
+    let t = utc(2026, 8, 2, 0, 0, 0);
+    let body: String = (1..=20).map(|i| format!("{{\"n\":{i}}}\n")).collect();
+    let f1 = l.put(
+        Source::Payments,
+        utc(2026, 8, 1, 23, 0, 5),
+        "20260801T22",
+        body.as_bytes(),
+    );
+    l.put(Source::Payments, t, "20260801T23", b"{\"n\":21}\n");
+    let lake = Lake::new();
+    let options = TapOptions {
+        max_batch_rows: 3,
+        ..TapOptions::default()
+    };
+    let progress = Recorder::default();
+    let report = shack::tap(&lake.catalog, l.root(), t, &options, &progress)
+        .await
+        .expect("tap");
+    assert_eq!(*progress.total.lock().expect("lock"), 2);
+    assert_eq!(*progress.done.lock().expect("lock"), 2);
+    let batch = &report.batches[0];
+    assert_eq!((batch.files, batch.rows), (2, 21));
+    assert!(batch.data_files >= 7, "{} data files", batch.data_files);
+
+    // The batch is the snapshot: its sequence number, its summary, the rows it added.
+    let table = lake.catalog.table("bronze.payments").await.expect("table");
+    let snap = table.snapshot(batch.snapshot_id).expect("snapshot");
+    assert_eq!(snap.sequence_number, batch.sequence_number);
+    assert_eq!(table.head(bronze::AUDIT_BRANCH), Some(batch.snapshot_id));
+    assert_eq!(
+        snap.summary.get(bronze::props::TAP_ID),
+        Some(&report.tap_id)
+    );
+    let added = table
+        .read_incremental(bronze::AUDIT_BRANCH, None, None)
+        .await
+        .expect("incremental");
+    assert_eq!(added.num_rows(), 21);
+    let lines: Vec<i64> = int_column(&lake.audit_rows("bronze.payments").await, "_line");
+    assert_eq!(lines.len(), 21);
+    let lf = lake.audit_rows(bronze::LANDING_FILES).await;
+    let snaps = int_column(&lf, "snapshot_id");
+    let seqs = int_column(&lf, "sequence_number");
+    assert!(snaps.iter().all(|s| *s == batch.snapshot_id));
+    assert!(seqs.iter().all(|s| *s == batch.sequence_number));
+
+    // JSON for machines.
+    let json = serde_json::to_value(&report).expect("json");
+    assert_eq!(json["batches"][0]["source"], "payments");
+    assert_eq!(json["batches"][0]["rows"], 21);
+    assert_eq!(json["skipped_duplicates"], 0);
+    let _ = f1;
+}
