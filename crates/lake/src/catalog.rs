@@ -355,22 +355,17 @@ impl Catalog {
                 None => {
                     // A hint that points past the log is wrong: trust the listing.
                     n = self.list_max_version().await?;
-                    if n > 0 {
-                        if let Some(b) = self.exists_version(n).await? {
-                            current = Some((n, b));
-                        }
+                    if n > 0
+                        && let Some(b) = self.exists_version(n).await?
+                    {
+                        current = Some((n, b));
                     }
                 }
             }
         }
-        loop {
-            match self.exists_version(n + 1).await? {
-                Some(b) => {
-                    n += 1;
-                    current = Some((n, b));
-                }
-                None => break,
-            }
+        while let Some(b) = self.exists_version(n + 1).await? {
+            n += 1;
+            current = Some((n, b));
         }
         match current {
             Some((n, b)) => parse_version(&self.version_location(n), &b, n),
@@ -548,10 +543,8 @@ impl Catalog {
                 }
             }
         }
-        if let Err(e) = self.check_failpoint(Failpoint::AfterMetadataFiles) {
-            // A crash here leaves only orphans: no version names these files.
-            return Err(e);
-        }
+        // A crash here leaves only orphans: no version names these files.
+        self.check_failpoint(Failpoint::AfterMetadataFiles)?;
 
         // 2. The version, create-if-absent; on a lost race, re-check our tables and retry.
         let result = self

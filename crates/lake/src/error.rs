@@ -126,7 +126,7 @@ pub enum LakeError {
     Store {
         location: String,
         #[source]
-        source: object_store::Error,
+        source: Box<object_store::Error>,
     },
 
     /// An error from the Iceberg library, with what we were doing.
@@ -134,7 +134,7 @@ pub enum LakeError {
     Iceberg {
         context: String,
         #[source]
-        source: iceberg::Error,
+        source: Box<iceberg::Error>,
     },
 
     /// An Arrow error, with what we were doing.
@@ -142,12 +142,12 @@ pub enum LakeError {
     Arrow {
         context: String,
         #[source]
-        source: arrow_schema::ArrowError,
+        source: Box<arrow_schema::ArrowError>,
     },
 
     /// A DataFusion error (planning or running SQL).
     #[error("{0}")]
-    DataFusion(#[from] datafusion::error::DataFusionError),
+    DataFusion(Box<datafusion::error::DataFusionError>),
 
     /// A failure injected on purpose by a test or a crash drill.
     #[error("injected failure at {0}")]
@@ -162,21 +162,21 @@ impl LakeError {
     pub(crate) fn store(location: impl Into<String>, source: object_store::Error) -> Self {
         LakeError::Store {
             location: location.into(),
-            source,
+            source: Box::new(source),
         }
     }
 
     pub(crate) fn iceberg(context: impl Into<String>, source: iceberg::Error) -> Self {
         LakeError::Iceberg {
             context: context.into(),
-            source,
+            source: Box::new(source),
         }
     }
 
     pub(crate) fn arrow(context: impl Into<String>, source: arrow_schema::ArrowError) -> Self {
         LakeError::Arrow {
             context: context.into(),
-            source,
+            source: Box::new(source),
         }
     }
 
@@ -186,5 +186,11 @@ impl LakeError {
             self,
             LakeError::Conflict { .. } | LakeError::TooManyRetries { .. }
         )
+    }
+}
+
+impl From<datafusion::error::DataFusionError> for LakeError {
+    fn from(e: datafusion::error::DataFusionError) -> Self {
+        LakeError::DataFusion(Box::new(e))
     }
 }

@@ -39,7 +39,7 @@ impl SqlContext {
                 return LakeError::Other(format!("{msg} ({name} is not readable here: {why})"));
             }
         }
-        LakeError::DataFusion(e)
+        LakeError::DataFusion(Box::new(e))
     }
 }
 
