@@ -86,6 +86,19 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Expire snapshots no branch or tag needs, then remove files no catalog version names.
+    Maintain {
+        /// Keep every snapshot younger than this many hours.
+        #[arg(long, default_value_t = 168)]
+        expire_older_than_hours: i64,
+        /// On every branch keep at least this many newest snapshots.
+        #[arg(long, default_value_t = 10)]
+        retain_last: usize,
+        /// Only remove unnamed files older than this many minutes, so no writer still in
+        /// flight loses its files.
+        #[arg(long, default_value_t = 60)]
+        orphan_grace_minutes: i64,
+    },
     /// The catalog's log of versions, newest last.
     Log {
         #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -266,6 +279,39 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "total_records",
                 ],
             )?;
+        }
+        Command::Maintain {
+            expire_older_than_hours,
+            retain_last,
+            orphan_grace_minutes,
+        } => {
+            let lake = open(&cli)?;
+            let now = chrono::Utc::now().timestamp_millis();
+            let opts = lake::ExpireOptions {
+                older_than_ms: now - expire_older_than_hours * 3_600_000,
+                retain_last: *retain_last,
+                protect: Vec::new(),
+            };
+            for name in lake.list_tables().await? {
+                let expired = lake.expire_snapshots(&name.to_string(), &opts).await?;
+                println!(
+                    "expired  {:<28} {:>6} snapshots",
+                    name.to_string(),
+                    expired.len()
+                );
+            }
+            let report = lake
+                .remove_orphans(now, orphan_grace_minutes * 60_000)
+                .await?;
+            for (table, files) in &report.removed {
+                println!("removed  {table:<28} {:>6} orphan files", files.len());
+            }
+            println!(
+                "removed {} orphan files; kept {} younger than {} minutes",
+                report.total(),
+                report.too_young,
+                orphan_grace_minutes
+            );
         }
         Command::Log { format } => {
             let lake = open(&cli)?;
