@@ -58,6 +58,19 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Tap every landing file that had arrived by --through into bronze, on the audit branch.
+    Tap {
+        /// An instant (`2026-08-17T12:00`, UTC unless it says otherwise) or a day
+        /// (`2026-08-16` = its last second).
+        #[arg(long, value_parser = parse_through)]
+        through: chrono::DateTime<chrono::Utc>,
+        /// Remove unnamed files (a crashed run's debris) only once older than this: `0s`, `90s`,
+        /// `15m`, `1h`. Zero is right when one writer uses the lake (a laptop, a drill).
+        #[arg(long, default_value = "0s", value_parser = parse_duration)]
+        orphan_grace: std::time::Duration,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// Run SQL over every table of the catalog (`bronze.payments`, …), at `main` by default.
     Query {
         /// The SQL (DataFusion dialect).
@@ -106,6 +119,59 @@ enum Command {
     },
 }
 
+/// `SUGARSHACK_FAILPOINT=after-data-files|after-metadata-files` makes the next commit fail there
+/// (crash drills: the lake must be left readable and the next run must clean up).
+fn failpoint_from_env() -> anyhow::Result<Option<lake::Failpoint>> {
+    match std::env::var("SUGARSHACK_FAILPOINT") {
+        Ok(v) if !v.is_empty() => lake::Failpoint::parse(&v).map(Some).ok_or_else(|| {
+            anyhow::anyhow!(
+                "SUGARSHACK_FAILPOINT={v:?}: expected after-data-files or after-metadata-files"
+            )
+        }),
+        _ => Ok(None),
+    }
+}
+
+fn parse_through(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    use chrono::{NaiveDate, NaiveDateTime, TimeZone, Utc};
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    for f in [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(s, f) {
+            return Ok(Utc.from_utc_datetime(&t));
+        }
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        && let Some(t) = d.and_hms_opt(23, 59, 59)
+    {
+        return Ok(Utc.from_utc_datetime(&t));
+    }
+    Err(format!(
+        "{s:?} is not a day (2026-08-16) or an instant (2026-08-17T12:00, RFC 3339)"
+    ))
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 0s, 90s, 15m, 1h"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => return Err(format!("{s:?}: unit must be s, m, h or d")),
+    };
+    Ok(std::time::Duration::from_secs(secs))
+}
+
 fn open(cli: &Cli) -> anyhow::Result<Catalog> {
     Catalog::open_local(&cli.catalog, &cli.warehouse).with_context(|| {
         format!(
@@ -118,6 +184,29 @@ fn open(cli: &Cli) -> anyhow::Result<Catalog> {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
+        Command::Tap {
+            through,
+            orphan_grace,
+            format,
+        } => {
+            let lake = open(&cli)?;
+            if let Some(point) = failpoint_from_env()? {
+                lake.set_failpoint(Some(point));
+            }
+            let options = shack::TapOptions {
+                orphan_grace: *orphan_grace,
+                ..shack::TapOptions::default()
+            };
+            let bar = progress::Bar::new("tap");
+            let report = shack::tap(&lake, &cli.warehouse, *through, &options, &bar).await;
+            bar.finish();
+            let report = report?;
+            if *format == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.render());
+            }
+        }
         Command::Sugarbush {
             seed,
             scale,

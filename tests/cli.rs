@@ -1,0 +1,135 @@
+//! End to end through the `sugarshack` binary, as a user runs it: generate the season, tap it
+//! into bronze, look inside, survive a crash between the data files and the commit.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn sugarshack(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sugarshack"));
+    cmd.current_dir(dir)
+        .args(args)
+        .env_remove("SUGARSHACK_FAILPOINT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run sugarshack")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = sugarshack(dir, args, &[]);
+    assert!(
+        out.status.success(),
+        "sugarshack {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn count(dir: &Path, sql: &str, branch: &str) -> i64 {
+    let out = ok(dir, &["query", sql, "--branch", branch, "--format", "json"]);
+    let rows: serde_json::Value = serde_json::from_str(&out).expect("json rows");
+    rows[0]["n"].as_i64().expect("a count named n")
+}
+
+fn landed_lines(dir: &Path, through: &str) -> i64 {
+    let through = chrono::DateTime::parse_from_rfc3339(through)
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let mut n = 0;
+    for source in sugarbush::Source::ALL {
+        // A re-sent file (same bytes, new name) is tapped once.
+        let mut seen = std::collections::HashSet::new();
+        for f in sugarbush::landed(&dir.join("warehouse"), source, through).unwrap() {
+            let bytes = std::fs::read(&f.path).unwrap();
+            let lines = bytes
+                .split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .count() as i64;
+            if seen.insert(bytes) {
+                n += lines;
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn season_tap_query_and_a_crash_drill() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let season = ok(d, &["sugarbush"]);
+    assert!(season.contains("7 re-sent files"), "{season}");
+    // A second generation refuses to overwrite the landing zone.
+    let again = sugarshack(d, &["sugarbush"], &[]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("landing"));
+
+    // Tap through the end of 2026-08-16, then again: nothing new, no new catalog version.
+    let first = ok(d, &["tap", "--through", "2026-08-16"]);
+    assert!(
+        first.contains("tapped   orders") && first.contains("batch"),
+        "{first}"
+    );
+    let log_before = ok(d, &["log", "--format", "json"]);
+    let second = ok(d, &["tap", "--through", "2026-08-16"]);
+    assert!(second.contains("nothing new has arrived"), "{second}");
+    assert_eq!(ok(d, &["log", "--format", "json"]), log_before);
+
+    // Every landing line through T is in bronze once; main has not moved.
+    let through = "2026-08-16T23:59:59Z";
+    let lines = "select count(*) as n from (select _line from bronze.orders union all select _line from bronze.payments \
+                 union all select _line from bronze.fx_rates union all select _line from bronze.settlements)";
+    assert_eq!(count(d, lines, "audit"), landed_lines(d, through));
+    assert_eq!(count(d, lines, "main"), 0);
+
+    // A crash after the data files are written, before the commit.
+    let tapped_before = count(d, lines, "audit");
+    let crash = sugarshack(
+        d,
+        &["tap", "--through", "2026-08-17T12:00"],
+        &[("SUGARSHACK_FAILPOINT", "after-data-files")],
+    );
+    assert!(!crash.status.success(), "the drill must fail");
+    assert!(String::from_utf8_lossy(&crash.stderr).contains("injected failure"));
+    assert_eq!(
+        count(d, lines, "audit"),
+        tapped_before,
+        "readers see the previous state"
+    );
+    assert_eq!(
+        ok(d, &["log", "--format", "json"]),
+        log_before,
+        "no catalog version was written"
+    );
+
+    // The next tap removes the debris first, then taps the batch exactly once.
+    let next = ok(d, &["tap", "--through", "2026-08-17T12:00"]);
+    assert!(
+        next.contains("removed") && next.contains("orphan"),
+        "{next}"
+    );
+    assert_eq!(
+        count(d, lines, "audit"),
+        landed_lines(d, "2026-08-17T12:00:00Z")
+    );
+
+    // Looking inside.
+    let snaps = ok(d, &["snapshots", "bronze.payments"]);
+    assert_eq!(snaps.lines().count(), 3, "header and two batches:\n{snaps}");
+    let branches = ok(d, &["branches"]);
+    assert!(
+        branches.contains("bronze.landing_files") && branches.contains("audit"),
+        "{branches}"
+    );
+    let dups = count(
+        d,
+        "select count(*) as n from bronze.landing_files where status = 'duplicate'",
+        "audit",
+    );
+    assert!(dups >= 1);
+    let bad = sugarshack(d, &["query", "select * from bronze.nope"], &[]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("bronze.nope"), "{err}");
+}
