@@ -493,27 +493,117 @@ pub async fn tap(
         return Ok(report);
     }
 
-    // 5. Stage a snapshot per source, then the record of files, and commit them as one.
+    // 5. Stage a snapshot per source, then the record of files, and commit them as one. If
+    //    another writer moved one of these tables meanwhile without moving the branch (a publish
+    //    of `main`, an expiry), the same data files are staged again on the new metadata; if it
+    //    moved the branch, what this tap took may overlap what that writer took: refuse.
     progress.message("committing");
-    let through_s = through.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
-    let mut changes: Vec<TableChange> = Vec::new();
-    let mut records: Vec<(FileRecord, Option<(i64, i64)>)> = Vec::new();
-    for p in pending {
-        let name = bronze::table_name(p.source);
-        let t = table(&name)?;
+    let run = Run {
+        tap_id: &tap_id,
+        tapped_at,
+        through,
+        through_s: through.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        branch,
+    };
+    let mut tables = tables;
+    let mut attempt = 0;
+    let committed = loop {
+        attempt += 1;
+        let (changes, batches) = stage_all(&tables, &pending, &duplicates, &run).await?;
+        report.batches = batches;
+        let elapsed = write_started.elapsed();
+        if !options.orphan_grace.is_zero() && elapsed * 2 > options.orphan_grace {
+            return Err(ShackError::OutlivedGrace {
+                elapsed,
+                grace: options.orphan_grace,
+            });
+        }
         let properties = BTreeMap::from([
             (props::TAP_ID.to_string(), tap_id.clone()),
-            (props::THROUGH.to_string(), through_s.clone()),
+            (props::THROUGH.to_string(), run.through_s.clone()),
+            ("sugarshack.branch".to_string(), branch.to_string()),
+        ]);
+        match catalog
+            .commit(changes, "tap", &commit_message(&report), properties)
+            .await
+        {
+            Ok(c) => break c,
+            Err(LakeError::Conflict { table, detail }) => {
+                let (fresh, _) = open_tables(catalog).await?;
+                if attempt >= COMMIT_ATTEMPTS || !same_branch_heads(&tables, &fresh, branch) {
+                    return Err(ShackError::Conflict { table, detail });
+                }
+                progress.message("another writer moved a bronze table's refs; staging again");
+                tables = fresh;
+            }
+            Err(other) => return Err(ShackError::lake("the tap's commit", other)),
+        }
+    };
+    report.catalog_version = Some(committed.version);
+    progress.message("committed");
+    Ok(report)
+}
+
+/// How many times a tap stages its commit again after writers that did not touch its branch.
+const COMMIT_ATTEMPTS: u32 = 8;
+
+/// What every snapshot and record of one run carries.
+struct Run<'a> {
+    tap_id: &'a str,
+    tapped_at: DateTime<Utc>,
+    through: DateTime<Utc>,
+    through_s: String,
+    branch: &'a str,
+}
+
+/// True when no bronze table's branch (nor, where the branch does not exist yet, `main`, which it
+/// would start from) moved between `old` and `new`: what this tap read is still what it builds on.
+fn same_branch_heads(
+    old: &BTreeMap<String, Table>,
+    new: &BTreeMap<String, Table>,
+    branch: &str,
+) -> bool {
+    old.iter().all(|(name, o)| {
+        new.get(name).is_some_and(|n| {
+            n.head(branch) == o.head(branch)
+                && (o.head(branch).is_some() || n.head("main") == o.head("main"))
+        })
+    })
+}
+
+/// Stage a snapshot per source with new files, then the `bronze.landing_files` snapshot naming
+/// them (its data file is written here, as it names the staged snapshots).
+async fn stage_all(
+    tables: &BTreeMap<String, Table>,
+    pending: &[Pending],
+    duplicates: &[FileRecord],
+    run: &Run<'_>,
+) -> Result<(Vec<TableChange>, Vec<BatchReport>)> {
+    let table = |name: &str| -> Result<&Table> {
+        tables.get(name).ok_or_else(|| {
+            ShackError::lake(
+                name,
+                LakeError::Other(format!("{name} is not in the catalog")),
+            )
+        })
+    };
+    let mut changes = Vec::new();
+    let mut batches = Vec::new();
+    let mut records: Vec<(&FileRecord, Option<(i64, i64)>)> = Vec::new();
+    for p in pending {
+        let name = bronze::table_name(p.source);
+        let properties = BTreeMap::from([
+            (props::TAP_ID.to_string(), run.tap_id.to_string()),
+            (props::THROUGH.to_string(), run.through_s.clone()),
             (props::FILES.to_string(), p.files.len().to_string()),
             (props::ROWS.to_string(), p.rows.to_string()),
         ]);
-        let data_files = p.data_files.len();
-        let change = t
-            .stage_files(branch, p.data_files, None, properties)
+        let change = table(&name)?
+            .stage_files(run.branch, p.data_files.clone(), None, properties)
             .await
             .map_err(|e| ShackError::lake(&name, e))?;
         let (snapshot_id, sequence_number) = staged_snapshot(&name, &change)?;
-        report.batches.push(BatchReport {
+        batches.push(BatchReport {
             source: p.source,
             table: name,
             snapshot_id,
@@ -521,53 +611,30 @@ pub async fn tap(
             files: p.files.len(),
             rows: p.rows,
             bytes: p.bytes,
-            data_files,
+            data_files: p.data_files.len(),
         });
         records.extend(
             p.files
-                .into_iter()
+                .iter()
                 .map(|f| (f, Some((snapshot_id, sequence_number)))),
         );
         changes.push(change);
     }
-    records.extend(duplicates.into_iter().map(|d| (d, None)));
-    let batch = landing_files_batch(&records, &tap_id, tapped_at, through)?;
+    records.extend(duplicates.iter().map(|d| (d, None)));
+    let batch = landing_files_batch(&records, run)?;
     let lf = table(LANDING_FILES)?;
     let lf_files = write(lf, LANDING_FILES, batch).await?;
     let properties = BTreeMap::from([
-        (props::TAP_ID.to_string(), tap_id.clone()),
-        (props::THROUGH.to_string(), through_s.clone()),
+        (props::TAP_ID.to_string(), run.tap_id.to_string()),
+        (props::THROUGH.to_string(), run.through_s.clone()),
         (props::FILES.to_string(), records.len().to_string()),
     ]);
     let change = lf
-        .stage_files(branch, lf_files, None, properties)
+        .stage_files(run.branch, lf_files, None, properties)
         .await
         .map_err(|e| ShackError::lake(LANDING_FILES, e))?;
     changes.push(change);
-
-    let elapsed = write_started.elapsed();
-    if !options.orphan_grace.is_zero() && elapsed * 2 > options.orphan_grace {
-        return Err(ShackError::OutlivedGrace {
-            elapsed,
-            grace: options.orphan_grace,
-        });
-    }
-    let message = commit_message(&report);
-    let properties = BTreeMap::from([
-        (props::TAP_ID.to_string(), tap_id.clone()),
-        (props::THROUGH.to_string(), through_s),
-        ("sugarshack.branch".to_string(), branch.to_string()),
-    ]);
-    let committed = catalog
-        .commit(changes, "tap", &message, properties)
-        .await
-        .map_err(|e| match e {
-            LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
-            other => ShackError::lake("the tap's commit", other),
-        })?;
-    report.catalog_version = Some(committed.version);
-    progress.message("committed");
-    Ok(report)
+    Ok((changes, batches))
 }
 
 async fn write(table: &Table, name: &str, batch: RecordBatch) -> Result<Vec<DataFile>> {
@@ -616,10 +683,8 @@ fn commit_message(report: &TapReport) -> String {
 }
 
 fn landing_files_batch(
-    records: &[(FileRecord, Option<(i64, i64)>)],
-    tap_id: &str,
-    tapped_at: DateTime<Utc>,
-    through: DateTime<Utc>,
+    records: &[(&FileRecord, Option<(i64, i64)>)],
+    run: &Run<'_>,
 ) -> Result<RecordBatch> {
     let schema = bronze::landing_files_schema();
     let ts_type = bronze::timestamp_type();
@@ -653,9 +718,9 @@ fn landing_files_batch(
         original.append_option(r.original_file.as_deref());
         snapshot.append_option(batch.map(|b| b.0));
         sequence.append_option(batch.map(|b| b.1));
-        tap.append_value(tap_id);
-        tapped.append_value(tapped_at.timestamp_micros());
-        thru.append_value(through.timestamp_micros());
+        tap.append_value(run.tap_id);
+        tapped.append_value(run.tapped_at.timestamp_micros());
+        thru.append_value(run.through.timestamp_micros());
     }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(file.finish()),

@@ -334,9 +334,10 @@ async fn orphans_younger_than_the_grace_are_kept_and_stay_invisible() {
     assert_eq!(next.orphans_kept, debris);
     assert!(next.render().contains("younger than the 1h grace period"));
     assert_eq!(next.rows(), 1, "the batch is tapped once all the same");
-    let rows = lake.audit_rows("bronze.orders").await;
+    let mut raw = str_column(&lake.audit_rows("bronze.orders").await, "_raw");
+    raw.sort();
     assert_eq!(
-        str_column(&rows, "_raw"),
+        raw,
         vec![
             Some("{\"op\":\"c\"}".to_string()),
             Some("{\"op\":\"u\"}".to_string())
@@ -588,4 +589,181 @@ async fn small_batches_give_many_data_files_and_the_same_rows_and_a_batch_is_one
     assert_eq!(json["batches"][0]["rows"], 21);
     assert_eq!(json["skipped_duplicates"], 0);
     let _ = f1;
+}
+
+/// A progress that runs `f` once, when the tap says it is about to commit: the moment a
+/// concurrent writer can slip in between a tap's data files and its commit.
+struct BeforeCommit<F: Fn() + Sync> {
+    f: F,
+    fired: std::sync::atomic::AtomicBool,
+}
+
+impl<F: Fn() + Sync> BeforeCommit<F> {
+    fn new(f: F) -> Self {
+        BeforeCommit {
+            f,
+            fired: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+impl<F: Fn() + Sync> shack::Progress for BeforeCommit<F> {
+    fn set_total(&self, _n: u64) {}
+    fn inc(&self, _n: u64) {}
+    fn message(&self, m: &str) {
+        if m == "committing" && !self.fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            (self.f)();
+        }
+    }
+}
+
+/// Run a future to completion from synchronous code inside a multi-thread runtime.
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}
+
+/// Two hours of orders and payments, one file each per hour.
+fn two_hours() -> (Landing, DateTime<Utc>, DateTime<Utc>) {
+    let l = Landing::new();
+    let t1 = utc(2026, 8, 1, 1, 0, 0);
+    let t2 = utc(2026, 8, 1, 2, 0, 0);
+    for (t, label, n) in [(t1, "20260801T00", 1), (t2, "20260801T01", 2)] {
+        l.put(
+            Source::Orders,
+            t,
+            label,
+            format!("{{\"lsn\":{n}}}\n").as_bytes(),
+        );
+        l.put(
+            Source::Payments,
+            t,
+            label,
+            format!("{{\"evt\":{n}}}\n").as_bytes(),
+        );
+    }
+    (l, t1, t2)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_during_a_tap_is_absorbed_and_main_stays_where_it_was_published() {
+    let (l, t1, t2) = two_hours();
+    let lake = Lake::new();
+    lake.tap(l.root(), t1).await;
+    let catalog = lake.catalog.clone();
+    let published = Mutex::new(BTreeMap::new());
+    let publish = BeforeCommit::new(|| {
+        block_on(async {
+            for name in bronze::table_names() {
+                let t = catalog.table(&name).await.expect("table");
+                // Tables no tap has written yet (no files arrived) have nothing to publish.
+                let Some(head) = t.head(bronze::AUDIT_BRANCH) else {
+                    continue;
+                };
+                let op = RefOp::FastForward {
+                    branch: "main".into(),
+                    to: head,
+                };
+                catalog
+                    .update_refs(&name, &[op], "publish")
+                    .await
+                    .expect("publish");
+                published.lock().expect("lock").insert(name, head);
+            }
+        })
+    });
+    let report = shack::tap(
+        &lake.catalog,
+        l.root(),
+        t2,
+        &TapOptions::default(),
+        &publish,
+    )
+    .await
+    .expect("the tap lands on the published tables");
+    assert_eq!(report.rows(), 2);
+    let published = published.lock().expect("lock").clone();
+    assert_eq!(published.len(), 3, "orders, payments, landing_files");
+    for (name, head) in published.iter() {
+        let t = lake.catalog.table(name).await.expect("table");
+        assert_eq!(t.head("main"), Some(*head), "{name}");
+        let audit = t.head(bronze::AUDIT_BRANCH).expect("audit");
+        assert!(t.is_ancestor(*head, audit), "{name}");
+    }
+    let mut raw = str_column(&lake.audit_rows("bronze.orders").await, "_raw");
+    raw.sort();
+    assert_eq!(
+        raw,
+        vec![Some("{\"lsn\":1}".into()), Some("{\"lsn\":2}".into())]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_concurrent_taps_one_wins_and_no_file_is_taken_twice() {
+    let (l, t1, t2) = two_hours();
+    let lake = Lake::new();
+    lake.tap(l.root(), t1).await;
+    let catalog = lake.catalog.clone();
+    let root = l.root().to_path_buf();
+    let other = Mutex::new(None);
+    let rival = BeforeCommit::new(|| {
+        let r = block_on(shack::tap(
+            &catalog,
+            &root,
+            t2,
+            &TapOptions::default(),
+            &shack::NoProgress,
+        ))
+        .expect("the rival tap");
+        *other.lock().expect("lock") = Some(r);
+    });
+    let err = shack::tap(&lake.catalog, l.root(), t2, &TapOptions::default(), &rival)
+        .await
+        .expect_err("the slower tap must not commit");
+    assert!(err.is_conflict(), "{err}");
+    let other = other.lock().expect("lock").take().expect("rival ran");
+    assert_eq!(other.rows(), 2);
+    // The rival's sweep saw the slower tap's data files in flight and left them alone.
+    assert!(other.orphans_kept > 0);
+    assert_eq!(other.orphans_removed, 0);
+    for table in ["bronze.orders", "bronze.payments"] {
+        let (lines, repeats) = bronze_lines(&lake.audit_rows(table).await);
+        assert_eq!((lines.len(), repeats), (2, 0), "{table}");
+    }
+    assert!(lake.tap(l.root(), t2).await.nothing_new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_without_grace_would_rob_a_tap_in_flight_and_the_lake_refuses_its_commit() {
+    let (l, t1, t2) = two_hours();
+    let lake = Lake::new();
+    lake.tap(l.root(), t1).await;
+    let version = lake.catalog.head().await.expect("head").version;
+    let catalog = lake.catalog.clone();
+    let root = l.root().to_path_buf();
+    let swept = Mutex::new(0);
+    // Why the grace exists: a sweep that takes every unnamed file for a crashed run's.
+    let reckless = BeforeCommit::new(|| {
+        let r = block_on(shack::tap(
+            &catalog,
+            &root,
+            t1,
+            &no_grace(),
+            &shack::NoProgress,
+        ))
+        .expect("the reckless sweep");
+        *swept.lock().expect("lock") = r.orphans_removed;
+    });
+    let result = shack::tap(
+        &lake.catalog,
+        l.root(),
+        t2,
+        &TapOptions::default(),
+        &reckless,
+    )
+    .await;
+    assert!(*swept.lock().expect("lock") > 0);
+    assert!(result.is_err(), "a commit naming deleted files must fail");
+    assert_eq!(lake.catalog.head().await.expect("head").version, version);
+    let next = lake.tap(l.root(), t2).await;
+    assert_eq!(next.rows(), 2);
 }
