@@ -767,3 +767,60 @@ async fn a_sweep_without_grace_would_rob_a_tap_in_flight_and_the_lake_refuses_it
     let next = lake.tap(l.root(), t2).await;
     assert_eq!(next.rows(), 2);
 }
+
+/// The CLI may spawn a tap on a runtime: its future must be `Send`.
+#[allow(dead_code)]
+fn the_tap_future_is_send(catalog: &lake::Catalog, root: &std::path::Path) {
+    fn send<T: Send>(_: T) {}
+    send(shack::tap(
+        catalog,
+        root,
+        aug16(),
+        &TapOptions::default(),
+        &shack::NoProgress,
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_the_file_and_commit_nothing() {
+    let (l, t1, _) = two_hours();
+    let lake = Lake::new();
+    // A landing file that cannot be read.
+    let dangling = l.path("payments/2026-08-01/20260801T005959Z-payments-20260731T23.jsonl");
+    std::os::unix::fs::symlink(l.root().join("nowhere"), &dangling).expect("symlink");
+    let err = shack::tap(
+        &lake.catalog,
+        l.root(),
+        t1,
+        &TapOptions::default(),
+        &shack::NoProgress,
+    )
+    .await
+    .expect_err("unreadable file");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("20260801T005959Z-payments-20260731T23.jsonl"),
+        "{msg}"
+    );
+    assert!(msg.contains("nothing was committed"), "{msg}");
+    fs::remove_file(&dangling).expect("remove");
+
+    // A stray file in the landing zone.
+    let stray = l.path("orders/2026-08-01/notes.txt");
+    fs::write(&stray, b"hello").expect("write");
+    let err = shack::tap(
+        &lake.catalog,
+        l.root(),
+        t1,
+        &TapOptions::default(),
+        &shack::NoProgress,
+    )
+    .await
+    .expect_err("stray file");
+    assert!(err.to_string().contains("notes.txt"), "{err}");
+    fs::remove_file(&stray).expect("remove");
+
+    // Nothing of either failed run is in bronze; the next tap takes everything once.
+    let report = lake.tap(l.root(), t1).await;
+    assert_eq!(report.rows(), 2);
+}
