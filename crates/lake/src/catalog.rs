@@ -160,6 +160,9 @@ pub(crate) struct Inner {
     pub(crate) warehouse_url: String,
     pub(crate) file_io: FileIO,
     failpoint: Mutex<Option<Failpoint>>,
+    /// The newest version this handle has seen: where to start looking next time (the log
+    /// only grows, so walking forward from here always finds the head).
+    seen: std::sync::atomic::AtomicU64,
 }
 
 /// A file catalog over object storage. Cheap to clone; clones share one store.
@@ -257,6 +260,7 @@ impl Catalog {
                 warehouse_url,
                 file_io,
                 failpoint: Mutex::new(None),
+                seen: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -336,11 +340,16 @@ impl Catalog {
     }
 
     async fn head_inner(&self) -> Result<CatalogVersion> {
-        let hint = match storage::read_optional(self.stores(), &self.hint_location()).await? {
-            Some(b) => std::str::from_utf8(&b)
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok()),
-            None => None,
+        let seen = self.inner.seen.load(std::sync::atomic::Ordering::Relaxed);
+        let hint = if seen > 0 {
+            Some(seen)
+        } else {
+            match storage::read_optional(self.stores(), &self.hint_location()).await? {
+                Some(b) => std::str::from_utf8(&b)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok()),
+                None => None,
+            }
         };
         let start = match hint {
             Some(h) => h,
@@ -368,7 +377,13 @@ impl Catalog {
             current = Some((n, b));
         }
         match current {
-            Some((n, b)) => parse_version(&self.version_location(n), &b, n),
+            Some((n, b)) => {
+                let v = parse_version(&self.version_location(n), &b, n)?;
+                self.inner
+                    .seen
+                    .fetch_max(n, std::sync::atomic::Ordering::Relaxed);
+                Ok(v)
+            }
             None => Ok(CatalogVersion::empty()),
         }
     }
@@ -835,7 +850,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_hint_may_lag_but_the_log_decides() {
-        let c = Catalog::in_memory();
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let fresh = || Catalog::open_store(store.clone(), "memory:///c", "memory:///w");
+        let c = fresh();
         assert_eq!(c.latest_version_number().await.unwrap(), 0);
         c.set_namespace("a", BTreeMap::new()).await.unwrap();
         c.set_namespace("b", BTreeMap::new()).await.unwrap();
@@ -843,16 +860,19 @@ mod tests {
         storage::put(c.stores(), &c.hint_location(), Bytes::from("1"))
             .await
             .unwrap();
-        assert_eq!(c.latest_version_number().await.unwrap(), 2);
+        assert_eq!(fresh().latest_version_number().await.unwrap(), 2);
         // A hint past the end of the log is ignored.
         storage::put(c.stores(), &c.hint_location(), Bytes::from("9"))
             .await
             .unwrap();
-        assert_eq!(c.latest_version_number().await.unwrap(), 2);
+        assert_eq!(fresh().latest_version_number().await.unwrap(), 2);
         // No hint at all: the listing finds it.
         storage::delete(c.stores(), &c.hint_location())
             .await
             .unwrap();
-        assert_eq!(c.head().await.unwrap().namespaces.len(), 2);
+        assert_eq!(fresh().head().await.unwrap().namespaces.len(), 2);
+        // A handle that saw version 2 finds version 3 another handle wrote.
+        fresh().set_namespace("c", BTreeMap::new()).await.unwrap();
+        assert_eq!(c.latest_version_number().await.unwrap(), 3);
     }
 }

@@ -202,7 +202,7 @@ impl Catalog {
     ) -> Result<SnapshotCommit> {
         let table = self.table(name).await?;
         let files = table.write_data_files(batches).await?;
-        self.commit_files(name, branch, files, None, properties, "append")
+        self.commit_files(table, branch, files, None, properties, "append")
             .await
     }
 
@@ -218,22 +218,26 @@ impl Catalog {
     ) -> Result<SnapshotCommit> {
         let table = self.table(name).await?;
         let files = table.write_data_files(batches).await?;
-        self.commit_files(name, branch, files, Some(replace), properties, "overwrite")
+        self.commit_files(table, branch, files, Some(replace), properties, "overwrite")
             .await
     }
 
     async fn commit_files(
         &self,
-        name: &str,
+        mut table: Table,
         branch: &str,
         files: Vec<iceberg::spec::DataFile>,
         replace: Option<&Replace>,
         properties: BTreeMap<String, String>,
         operation: &str,
     ) -> Result<SnapshotCommit> {
+        let name = table.name().to_string();
+        let name = name.as_str();
         let mut last_err = None;
-        for _ in 0..WRITE_RETRIES {
-            let table = self.table(name).await?;
+        for attempt in 0..WRITE_RETRIES {
+            if attempt > 0 {
+                table = self.table(name).await?;
+            }
             let change = table
                 .stage_files(branch, files.clone(), replace, properties.clone())
                 .await?;
