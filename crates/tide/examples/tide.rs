@@ -1,0 +1,53 @@
+//! `cargo run -p tide --example tide -- --days 3`: the experiment without the `sugarshack`
+//! binary (what `sugarshack tide` does), with where the time went on stderr.
+
+use clap::Parser;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    tide: tide::TideArgs,
+    /// No progress bars.
+    #[arg(long)]
+    quiet: bool,
+    /// Keep the lake in memory instead of a temporary folder.
+    #[arg(long, conflicts_with = "lake_dir")]
+    memory: bool,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let started = std::time::Instant::now();
+    let at = match (&cli.tide.lake_dir, cli.memory) {
+        (Some(d), _) => tide::LakeAt::Dir(d.clone()),
+        (None, true) => tide::LakeAt::Memory,
+        (None, false) => tide::LakeAt::Temporary,
+    };
+    let report = match tide::run_on(&cli.tide, at, !cli.quiet).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tide: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match tide::render(&report, cli.tide.format) {
+        Ok(out) => print!("{out}"),
+        Err(e) => {
+            eprintln!("tide: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    let t = &report.timings;
+    eprintln!(
+        "tide: {:.1?} in all: simulation {:.1?} (loader commits {:.1?}, expiry {:.1?}, model reads {:.1?}), materializing targets {:.1?}, reconciliation SQL {:.1?}",
+        started.elapsed(),
+        t.simulate,
+        t.loader_commits,
+        t.expiry,
+        t.model_reads,
+        t.materialize,
+        t.reconcile
+    );
+    std::process::ExitCode::SUCCESS
+}

@@ -1,0 +1,359 @@
+//! Command-line options of `sugarshack tide`, and durations written the way people write them.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use chrono::NaiveDate;
+use clap::{Args, ValueEnum};
+
+use crate::TideError;
+
+/// The seed of the default run (any value gives a different, equally deterministic shop).
+pub const DEFAULT_SEED: u64 = 20_260_827;
+
+/// The cadences every run includes (the story's), besides any given with `--cadence`.
+pub const STORY_CADENCES_MIN: [i64; 4] = [5, 15, 30, 60];
+
+/// A duration in milliseconds, parsed from `90s`, `5m`, `1h30m`, `2h`, `1d`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Span(pub i64);
+
+impl Span {
+    /// Minutes.
+    pub const fn minutes(m: i64) -> Span {
+        Span(m * 60_000)
+    }
+
+    /// Milliseconds.
+    pub fn ms(self) -> i64 {
+        self.0
+    }
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_duration_ms(self.0))
+    }
+}
+
+impl std::str::FromStr for Span {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Span, String> {
+        parse_duration(s)
+    }
+}
+
+/// Parse `90s`, `5m`, `1h30m`, `2h`, `1d`, `500ms` (a bare number is minutes).
+pub fn parse_duration(s: &str) -> Result<Span, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("empty duration".into());
+    }
+    if t.chars().all(|c| c.is_ascii_digit()) {
+        return t
+            .parse::<i64>()
+            .ok()
+            .and_then(|m| m.checked_mul(60_000))
+            .map(Span)
+            .ok_or_else(|| format!("duration {t:?} is too large"));
+    }
+    let mut total: i64 = 0;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            return Err(format!(
+                "duration {s:?}: expected a number at {rest:?} (try 5m, 90s, 1h30m)"
+            ));
+        }
+        let n: i64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("duration {s:?} is too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest.chars().take_while(|c| c.is_ascii_alphabetic()).count();
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let scale = match unit {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" | "min" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            other => {
+                return Err(format!(
+                    "duration {s:?}: unknown unit {other:?} (use ms, s, m, h or d)"
+                ));
+            }
+        };
+        total = n
+            .checked_mul(scale)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(|| format!("duration {s:?} is too large"))?;
+    }
+    Ok(Span(total))
+}
+
+/// `300000` → `5m`, `5400000` → `1h30m`, `90000` → `1m30s`, `0` → `0s`.
+pub fn format_duration_ms(ms: i64) -> String {
+    if ms == 0 {
+        return "0s".into();
+    }
+    let mut out = String::new();
+    let mut rest = ms;
+    if rest < 0 {
+        out.push('-');
+        rest = -rest;
+    }
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+        ("ms", 1),
+    ] {
+        if rest >= size {
+            out.push_str(&format!("{}{unit}", rest / size));
+            rest %= size;
+        }
+    }
+    out
+}
+
+/// How the report is printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Default)]
+pub enum TideFormat {
+    /// Aligned tables for people.
+    #[default]
+    Table,
+    /// Every figure as JSON, for machines.
+    Json,
+}
+
+/// `sugarshack tide`: reproduce "The Mark the Tide Left" on the lake's own snapshots.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct TideArgs {
+    /// Days of source events (transactions start in this window; the loader drains the rest).
+    #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..=3_650))]
+    pub days: u32,
+
+    /// Extra model cadences, run besides 5m,15m,30m,60m (any durations: 7m, 45m, 2h).
+    #[arg(long, value_delimiter = ',', value_parser = parse_duration)]
+    pub cadence: Vec<Span>,
+
+    /// Look-backs for the variant `max(event_ts) - look-back` (none: `--lookback ''`).
+    #[arg(long, value_delimiter = ',', default_value = "30m", value_parser = parse_lookback)]
+    pub lookback: Vec<Option<Span>>,
+
+    /// How often the loader commits to bronze. Default: the largest interval that divides every
+    /// cadence (5m for the story's), so every model run lands on a loader commit; never below 1m.
+    #[arg(long, value_parser = parse_duration)]
+    pub loader_every: Option<Span>,
+
+    /// Replication lag between a source commit and its rows becoming visible.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub lag: Span,
+
+    /// Seed of the generated shop.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    pub seed: u64,
+
+    /// First day of the window (UTC).
+    #[arg(long, default_value = "2026-06-03")]
+    pub start: NaiveDate,
+
+    /// Keep the experiment's lake (catalog/ and warehouse/) in this folder, which must hold no
+    /// lake yet. Default: a temporary folder, removed at the end.
+    #[arg(long, value_name = "DIR")]
+    pub lake_dir: Option<PathBuf>,
+
+    /// Output: a table for people or JSON for machines.
+    #[arg(long, value_enum, default_value_t = TideFormat::Table)]
+    pub format: TideFormat,
+}
+
+fn parse_lookback(s: &str) -> Result<Option<Span>, String> {
+    if s.trim().is_empty() {
+        Ok(None)
+    } else {
+        parse_duration(s).map(Some)
+    }
+}
+
+impl Default for TideArgs {
+    fn default() -> Self {
+        TideArgs {
+            days: 90,
+            cadence: Vec::new(),
+            lookback: vec![Some(Span::minutes(30))],
+            loader_every: None,
+            lag: Span(60_000),
+            seed: DEFAULT_SEED,
+            start: NaiveDate::from_ymd_opt(2026, 6, 3).unwrap_or_default(),
+            lake_dir: None,
+            format: TideFormat::Table,
+        }
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// The settled plan: every cadence sorted, the loader interval chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Settled {
+    pub cadences_ms: Vec<i64>,
+    pub lookbacks_ms: Vec<i64>,
+    pub loader_every_ms: i64,
+    pub lag_ms: i64,
+    pub start_ms: i64,
+    pub first_weekday: u32,
+    pub notes: Vec<String>,
+}
+
+impl TideArgs {
+    /// Check the options and settle the plan.
+    pub(crate) fn settle(&self) -> Result<Settled, TideError> {
+        let bad = |m: String| Err(TideError::Args(m));
+        let mut cadences: Vec<i64> = STORY_CADENCES_MIN.iter().map(|m| m * 60_000).collect();
+        for c in &self.cadence {
+            if c.ms() < 60_000 {
+                return bad(format!("--cadence {c}: a model runs at most once a minute"));
+            }
+            if c.ms() % 1_000 != 0 {
+                return bad(format!("--cadence {c}: use whole seconds"));
+            }
+            cadences.push(c.ms());
+        }
+        cadences.sort_unstable();
+        cadences.dedup();
+        let mut lookbacks: Vec<i64> = Vec::new();
+        for l in self.lookback.iter().flatten() {
+            if l.ms() <= 0 {
+                return bad(format!("--lookback {l}: must be positive"));
+            }
+            lookbacks.push(l.ms());
+        }
+        lookbacks.sort_unstable();
+        lookbacks.dedup();
+        if self.lag.ms() < 0 {
+            return bad("--lag must not be negative".into());
+        }
+        let mut notes = Vec::new();
+        let divides_all = cadences.iter().fold(0, |g, c| gcd(g, *c));
+        let loader_every_ms = match self.loader_every {
+            Some(l) if l.ms() < 10_000 => {
+                return bad(format!(
+                    "--loader-every {l}: at least 10s (each commit is a snapshot)"
+                ));
+            }
+            Some(l) => l.ms(),
+            None => divides_all.max(60_000),
+        };
+        let misaligned: Vec<String> = cadences
+            .iter()
+            .filter(|c| *c % loader_every_ms != 0)
+            .map(|c| format_duration_ms(*c))
+            .collect();
+        if !misaligned.is_empty() {
+            notes.push(format!(
+                "the loader commits every {}: runs at {} see the last commit before them, so their effective interval varies and the closed form is only approximate",
+                format_duration_ms(loader_every_ms),
+                misaligned.join(", ")
+            ));
+        }
+        let start = self.start.and_hms_opt(0, 0, 0).map(|d| d.and_utc());
+        let Some(start) = start else {
+            return bad(format!("--start {}: not a usable date", self.start));
+        };
+        use chrono::Datelike;
+        Ok(Settled {
+            cadences_ms: cadences,
+            lookbacks_ms: lookbacks,
+            loader_every_ms,
+            lag_ms: self.lag.ms(),
+            start_ms: start.timestamp_millis(),
+            first_weekday: start.weekday().num_days_from_monday(),
+            notes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        tide: TideArgs,
+    }
+
+    #[test]
+    fn durations_round_trip() {
+        for (s, ms) in [
+            ("5m", 300_000),
+            ("90s", 90_000),
+            ("1h30m", 5_400_000),
+            ("2h", 7_200_000),
+            ("15", 900_000),
+        ] {
+            assert_eq!(parse_duration(s), Ok(Span(ms)), "{s}");
+        }
+        assert_eq!(format_duration_ms(5_400_000), "1h30m");
+        assert_eq!(format_duration_ms(90_000), "1m30s");
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("m5").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("99999999999999999h").is_err());
+    }
+
+    #[test]
+    fn defaults_are_the_story() {
+        let cli = Cli::parse_from(["tide"]);
+        assert_eq!(cli.tide, TideArgs::default());
+        let s = cli.tide.settle().map_err(|e| e.to_string());
+        let s = s
+            .as_ref()
+            .map(|s| (s.cadences_ms.clone(), s.loader_every_ms, s.first_weekday));
+        assert_eq!(
+            s,
+            Ok((vec![300_000, 900_000, 1_800_000, 3_600_000], 300_000, 2))
+        );
+    }
+
+    #[test]
+    fn extra_cadences_join_the_story_and_move_the_loader() {
+        let cli = Cli::parse_from([
+            "tide",
+            "--cadence",
+            "7m,45m",
+            "--lookback",
+            "30m,2h",
+            "--days",
+            "3",
+        ]);
+        let s = cli.tide.settle().map_err(|e| e.to_string());
+        let s = s.as_ref().map(|s| {
+            (
+                s.cadences_ms.len(),
+                s.lookbacks_ms.clone(),
+                s.loader_every_ms,
+            )
+        });
+        assert_eq!(s, Ok((6, vec![1_800_000, 7_200_000], 60_000)));
+        assert!(Cli::try_parse_from(["tide", "--cadence", "7 parsecs"]).is_err());
+        assert!(Cli::try_parse_from(["tide", "--days", "0"]).is_err());
+        let none = Cli::parse_from(["tide", "--lookback", ""]);
+        assert!(
+            none.tide
+                .settle()
+                .map(|s| s.lookbacks_ms.is_empty())
+                .unwrap_or(false)
+        );
+        let fast = Cli::parse_from(["tide", "--cadence", "30s"]);
+        assert!(matches!(fast.tide.settle(), Err(TideError::Args(_))));
+    }
+}

@@ -1,0 +1,167 @@
+//! The experiment's clock: the loader commits what became visible on its cadence, and each
+//! model runs on its own, reading bronze after the snapshot it consumed last.
+//!
+//! Bronze is anything that takes loader commits and answers "the rows added after snapshot S"
+//! ([`Bronze`]): the lake's Iceberg table in a real run, a list in memory for the reference run
+//! the tests compare it with.
+
+use std::collections::VecDeque;
+
+use indicatif::ProgressBar;
+
+use crate::TideError;
+use crate::generator::{Generator, GeneratorConfig, Row};
+use crate::model::Model;
+use crate::source::{SourceTruth, Visibility};
+
+/// Where the loader commits and the models read.
+pub(crate) trait Bronze {
+    /// Commit the rows that became visible by `loaded_at_ms` as one snapshot.
+    async fn commit(&mut self, loaded_at_ms: i64, rows: &[Row]) -> Result<(), TideError>;
+
+    /// The rows added after snapshot `after` (exclusive; `None`: from the beginning) through
+    /// the head, in snapshot order, and the head (`None`: nothing committed yet).
+    async fn read_after(
+        &mut self,
+        after: Option<i64>,
+        now_ms: i64,
+    ) -> Result<(Option<i64>, Vec<Row>), TideError>;
+
+    /// Let go of snapshots before the oldest of `protect` (the models' watermarks).
+    async fn expire(&mut self, protect: &[i64]) -> Result<(), TideError>;
+}
+
+/// Everything one run needs.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub generator: GeneratorConfig,
+    pub lag_ms: i64,
+    pub loader_every_ms: i64,
+    pub cadences_ms: Vec<i64>,
+    pub lookbacks_ms: Vec<i64>,
+    /// Expire bronze snapshots every this many loader commits.
+    pub expire_every: u64,
+}
+
+/// What a run produced.
+#[derive(Clone, Debug)]
+pub(crate) struct Outcome {
+    pub truth: SourceTruth,
+    pub models: Vec<Model>,
+}
+
+/// Run the clock until every transaction is loaded and every model has read it.
+pub(crate) async fn simulate<B: Bronze>(
+    plan: &Plan,
+    bronze: &mut B,
+    bar: &ProgressBar,
+) -> Result<Outcome, TideError> {
+    let start = plan.generator.start_ms;
+    let window_end = start + i64::from(plan.generator.days) * crate::generator::DAY_MS;
+    let mut visibility =
+        Visibility::new(Generator::new(plan.generator.clone()), start, plan.lag_ms);
+    let mut models: Vec<Model> = plan
+        .cadences_ms
+        .iter()
+        .map(|c| Model::new(*c, &plan.lookbacks_ms, start))
+        .collect();
+    let mut next_load = start + plan.loader_every_ms;
+    let mut loader_commits = 0u64;
+    let mut last_commit_ms = start;
+    bar.set_length(((window_end - start) / 60_000) as u64);
+    loop {
+        let next_run = models
+            .iter()
+            .map(|m| m.next_run_ms)
+            .min()
+            .unwrap_or(i64::MAX);
+        let now = next_load.min(next_run);
+        if now == next_load {
+            let rows = visibility.take_visible(now);
+            if !rows.is_empty() {
+                bronze.commit(now, &rows).await?;
+                loader_commits += 1;
+                last_commit_ms = now;
+                let protect: Option<Vec<i64>> = models.iter().map(|m| m.consumed).collect();
+                if let Some(protect) =
+                    protect.filter(|_| loader_commits.is_multiple_of(plan.expire_every))
+                {
+                    bronze.expire(&protect).await?;
+                }
+            }
+            next_load += plan.loader_every_ms;
+        }
+        for m in models.iter_mut().filter(|m| m.next_run_ms == now) {
+            let (through, rows) = bronze.read_after(m.consumed, now).await?;
+            m.run(now, through, &rows);
+        }
+        if now >= window_end
+            && visibility.done()
+            && models
+                .iter()
+                .all(|m| m.last_run_ms.is_some_and(|t| t >= last_commit_ms))
+        {
+            break;
+        }
+        let done = ((now.min(window_end) - start) / 60_000) as u64;
+        if done > bar.position() {
+            bar.set_position(done);
+            let day = (now - start) / crate::generator::DAY_MS + 1;
+            bar.set_message(format!("day {day}, {loader_commits} loader commits"));
+        }
+    }
+    Ok(Outcome {
+        truth: visibility.into_truth(),
+        models,
+    })
+}
+
+/// Bronze as a list in memory: the reference the lake run is checked against.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryBronze {
+    commits: VecDeque<(i64, Vec<Row>)>,
+    next_id: i64,
+}
+
+impl Bronze for MemoryBronze {
+    async fn commit(&mut self, _loaded_at_ms: i64, rows: &[Row]) -> Result<(), TideError> {
+        self.next_id += 1;
+        self.commits.push_back((self.next_id, rows.to_vec()));
+        Ok(())
+    }
+
+    async fn read_after(
+        &mut self,
+        after: Option<i64>,
+        _now_ms: i64,
+    ) -> Result<(Option<i64>, Vec<Row>), TideError> {
+        let from = match after {
+            None => 0,
+            Some(a) => match self.commits.iter().position(|(id, _)| *id == a) {
+                Some(p) => p + 1,
+                None => {
+                    return Err(TideError::Bronze(format!(
+                        "snapshot {a} was expired while a model still needed it"
+                    )));
+                }
+            },
+        };
+        let rows = self
+            .commits
+            .iter()
+            .skip(from)
+            .flat_map(|(_, r)| r.iter().copied())
+            .collect();
+        Ok((self.commits.back().map(|(id, _)| *id).or(after), rows))
+    }
+
+    async fn expire(&mut self, protect: &[i64]) -> Result<(), TideError> {
+        let Some(oldest) = protect.iter().min() else {
+            return Ok(());
+        };
+        while self.commits.front().is_some_and(|(id, _)| id < oldest) {
+            self.commits.pop_front();
+        }
+        Ok(())
+    }
+}
