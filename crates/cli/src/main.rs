@@ -65,12 +65,18 @@ enum Command {
         #[arg(long, value_parser = parse_through)]
         through: chrono::DateTime<chrono::Utc>,
         /// Remove unnamed files (a crashed run's debris) only once older than this: `0s`, `90s`,
-        /// `15m`, `1h`. Zero is right when one writer uses the lake (a laptop, a drill).
+        /// `15m`, `1h`. The default, zero, suits the embedded lake with one writer: the next tap
+        /// clears a crash's debris first. On a lake that several writers share, give a grace
+        /// longer than any run (say `1h`); even at zero the lake refuses to commit a snapshot
+        /// whose data files a sweep removed, so nothing is ever lost silently.
         #[arg(long, default_value = "0s", value_parser = parse_duration)]
         orphan_grace: std::time::Duration,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// The watermark experiment ("The Mark the Tide Left") on the lake's own snapshots: a
+    /// timestamp watermark drops rows of long transactions; a snapshot-id watermark drops none.
+    Tide(tide::TideArgs),
     /// Run SQL over every table of the catalog (`bronze.payments`, …), at `main` by default.
     Query {
         /// The SQL (DataFusion dialect).
@@ -184,6 +190,10 @@ fn open(cli: &Cli) -> anyhow::Result<Catalog> {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
+        Command::Tide(args) => {
+            let report = tide::run(args, true).await?;
+            print!("{}", tide::render(&report, args.format)?);
+        }
         Command::Tap {
             through,
             orphan_grace,
