@@ -608,12 +608,6 @@ impl Catalog {
                 }
             }
             let mut next = head.clone();
-            next.format = CATALOG_FORMAT;
-            next.version = head.version + 1;
-            next.committed_at_ms = chrono::Utc::now().timestamp_millis();
-            next.operation = operation.to_string();
-            next.message = message.to_string();
-            next.properties = properties.clone();
             next.changed = new_locations.keys().cloned().collect();
             for (key, loc) in new_locations {
                 match loc {
@@ -633,25 +627,13 @@ impl Catalog {
                     }
                 }
             }
-            let bytes =
-                serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
-            if storage::put_if_absent(
-                self.stores(),
-                &self.version_location(next.version),
-                Bytes::from(bytes),
-            )
-            .await?
+            if let Some(v) = self
+                .try_write_next(next, operation, message, properties)
+                .await?
             {
-                // Best effort: the hint only speeds up finding the head.
-                let _ = storage::put(
-                    self.stores(),
-                    &self.hint_location(),
-                    Bytes::from(next.version.to_string()),
-                )
-                .await;
-                return Ok(next.version);
+                return Ok(v);
             }
-            last = next.version;
+            last = head.version + 1;
         }
         Err(LakeError::TooManyRetries {
             attempts: MAX_COMMIT_ATTEMPTS,
@@ -666,87 +648,91 @@ impl Catalog {
         properties: BTreeMap<String, String>,
     ) -> Result<u64> {
         TableName::check_part(namespace, namespace)?;
-        for _ in 0..MAX_COMMIT_ATTEMPTS {
-            let head = self.head().await?;
-            let mut next = head.clone();
-            next.version = head.version + 1;
-            next.format = CATALOG_FORMAT;
-            next.committed_at_ms = chrono::Utc::now().timestamp_millis();
-            next.operation = "namespace".into();
-            next.message = format!("set namespace {namespace}");
-            next.properties = BTreeMap::new();
-            next.changed = Vec::new();
+        let message = format!("set namespace {namespace}");
+        self.edit_namespaces(&message, |next| {
             next.namespaces
                 .insert(namespace.to_string(), properties.clone());
-            let bytes =
-                serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
-            if storage::put_if_absent(
-                self.stores(),
-                &self.version_location(next.version),
-                Bytes::from(bytes),
-            )
-            .await?
-            {
-                let _ = storage::put(
-                    self.stores(),
-                    &self.hint_location(),
-                    Bytes::from(next.version.to_string()),
-                )
-                .await;
-                return Ok(next.version);
-            }
-        }
-        Err(LakeError::TooManyRetries {
-            attempts: MAX_COMMIT_ATTEMPTS,
-            version: 0,
+            Ok(())
         })
+        .await
     }
 
     /// Remove an empty namespace.
     pub async fn drop_namespace(&self, namespace: &str) -> Result<u64> {
-        for _ in 0..MAX_COMMIT_ATTEMPTS {
-            let head = self.head().await?;
-            if !head.namespaces.contains_key(namespace) {
+        let message = format!("drop namespace {namespace}");
+        self.edit_namespaces(&message, |next| {
+            if next.namespaces.remove(namespace).is_none() {
                 return Err(LakeError::NoSuchNamespace(namespace.to_string()));
             }
-            if head
+            if next
                 .tables
                 .keys()
                 .any(|k| k.split('.').next() == Some(namespace))
             {
                 return Err(LakeError::NamespaceNotEmpty(namespace.to_string()));
             }
-            let mut next = head.clone();
-            next.version = head.version + 1;
-            next.format = CATALOG_FORMAT;
-            next.committed_at_ms = chrono::Utc::now().timestamp_millis();
-            next.operation = "namespace".into();
-            next.message = format!("drop namespace {namespace}");
-            next.properties = BTreeMap::new();
+            Ok(())
+        })
+        .await
+    }
+
+    /// Commit a namespace edit of the newest version as the next one, retrying lost races.
+    async fn edit_namespaces(
+        &self,
+        message: &str,
+        edit: impl Fn(&mut CatalogVersion) -> Result<()>,
+    ) -> Result<u64> {
+        let mut last = 0;
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            let mut next = self.head().await?;
+            edit(&mut next)?;
             next.changed = Vec::new();
-            next.namespaces.remove(namespace);
-            let bytes =
-                serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
-            if storage::put_if_absent(
-                self.stores(),
-                &self.version_location(next.version),
-                Bytes::from(bytes),
-            )
-            .await?
+            last = next.version + 1;
+            if let Some(v) = self
+                .try_write_next(next, "namespace", message, &BTreeMap::new())
+                .await?
             {
-                let _ = storage::put(
-                    self.stores(),
-                    &self.hint_location(),
-                    Bytes::from(next.version.to_string()),
-                )
-                .await;
-                return Ok(next.version);
+                return Ok(v);
             }
         }
         Err(LakeError::TooManyRetries {
             attempts: MAX_COMMIT_ATTEMPTS,
-            version: 0,
+            version: last,
         })
+    }
+
+    /// Write `next` (edited from the head) as the version after it, create-if-absent; update
+    /// the hint. `None` when another writer took that version first.
+    async fn try_write_next(
+        &self,
+        mut next: CatalogVersion,
+        operation: &str,
+        message: &str,
+        properties: &BTreeMap<String, String>,
+    ) -> Result<Option<u64>> {
+        next.format = CATALOG_FORMAT;
+        next.version += 1;
+        next.committed_at_ms = chrono::Utc::now().timestamp_millis();
+        next.operation = operation.to_string();
+        next.message = message.to_string();
+        next.properties = properties.clone();
+        let bytes =
+            serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
+        let location = self.version_location(next.version);
+        if !storage::put_if_absent(self.stores(), &location, Bytes::from(bytes)).await? {
+            return Ok(None);
+        }
+        // Best effort: the hint only speeds up finding the head.
+        let _ = storage::put(
+            self.stores(),
+            &self.hint_location(),
+            Bytes::from(next.version.to_string()),
+        )
+        .await;
+        self.inner
+            .seen
+            .fetch_max(next.version, std::sync::atomic::Ordering::Relaxed);
+        Ok(Some(next.version))
     }
 
     async fn write_metadata(

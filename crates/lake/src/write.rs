@@ -238,12 +238,21 @@ impl Table {
         let spec = md.default_partition_spec().clone();
         let commit_uuid = Uuid::now_v7();
         let mut counter = 0u32;
-        let mut manifest_path = || {
+        // A new data manifest of this snapshot, under a name unique to this commit attempt.
+        let mut new_manifest = || -> Result<iceberg::spec::ManifestWriter> {
             counter += 1;
-            crate::storage::join(
+            let path = crate::storage::join(
                 md.location(),
                 &format!("metadata/{commit_uuid}-m{counter}.avro"),
+            );
+            let out = file_io.new_output(path).map_err(ice)?;
+            Ok(ManifestWriterBuilder::new(
+                out,
+                Some(snapshot_id),
+                schema.clone(),
+                spec.as_ref().clone(),
             )
+            .build_v2_data())
         };
 
         // 1. The parent's manifests, rewriting those that hold replaced files.
@@ -318,14 +327,7 @@ impl Table {
                     manifests.push(mf.clone());
                     continue;
                 }
-                let out = file_io.new_output(manifest_path()).map_err(ice)?;
-                let mut w = ManifestWriterBuilder::new(
-                    out,
-                    Some(snapshot_id),
-                    schema.clone(),
-                    spec.as_ref().clone(),
-                )
-                .build_v2_data();
+                let mut w = new_manifest()?;
                 for e in &keep {
                     w.add_existing_file(
                         e.data_file().clone(),
@@ -357,14 +359,7 @@ impl Table {
             let (data, other): (Vec<_>, Vec<_>) = manifests
                 .into_iter()
                 .partition(|m| m.content == ManifestContentType::Data);
-            let out = file_io.new_output(manifest_path()).map_err(ice)?;
-            let mut w = ManifestWriterBuilder::new(
-                out,
-                Some(snapshot_id),
-                schema.clone(),
-                spec.as_ref().clone(),
-            )
-            .build_v2_data();
+            let mut w = new_manifest()?;
             let mut merged_deleted = Vec::new();
             for mf in &data {
                 let manifest = mf.load_manifest(&file_io).await.map_err(ice)?;
@@ -396,14 +391,7 @@ impl Table {
 
         // 3. The new files' manifest.
         if !added.is_empty() {
-            let out = file_io.new_output(manifest_path()).map_err(ice)?;
-            let mut w = ManifestWriterBuilder::new(
-                out,
-                Some(snapshot_id),
-                schema.clone(),
-                spec.as_ref().clone(),
-            )
-            .build_v2_data();
+            let mut w = new_manifest()?;
             for f in &added {
                 w.add_file(f.clone(), -1).map_err(ice)?;
             }
