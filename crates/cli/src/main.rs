@@ -2,6 +2,22 @@
 //! crates (`lake`, `sugarbush`, `shack`, `tide`) and prints what they return: tables that line up
 //! for people, JSON on request for machines. Errors are one line that names the problem.
 
+/// `println!` that returns an error instead of panicking when stdout is closed (`| head`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)?
+    }};
+}
+
+/// `print!` that returns an error instead of panicking when stdout is closed.
+macro_rules! say_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout(), $($arg)*)?
+    }};
+}
+
 mod output;
 mod progress;
 
@@ -192,7 +208,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Command::Tide(args) => {
             let report = tide::run(args, true).await?;
-            print!("{}", tide::render(&report, args.format)?);
+            say_raw!("{}", tide::render(&report, args.format)?);
         }
         Command::Tap {
             through,
@@ -212,9 +228,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             bar.finish();
             let report = report?;
             if *format == Format::Json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                say!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{}", report.render());
+                say_raw!("{}", report.render());
             }
         }
         Command::Sugarbush {
@@ -238,10 +254,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             bar.finish();
             let secs = started.elapsed().as_secs_f64();
             if *format == Format::Json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                say!("{}", serde_json::to_string_pretty(&report)?);
                 return Ok(());
             }
-            println!(
+            say!(
                 "season seed {} scale {} -> {}",
                 report.seed,
                 report.scale,
@@ -254,7 +270,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             rows.push(serde_json::json!({"source": "all", "files": report.files, "lines": report.lines, "bytes": report.bytes}));
             output::print_json_rows(&rows, Format::Table, &["source", "files", "lines", "bytes"])?;
             let f = &report.faults;
-            println!(
+            say!(
                 "faults: {} re-sent files, {} duplicate deliveries, {} truncated lines, {} late CDC events, {} v2 events, {} test orders, {} republished rate",
                 f.resent_files,
                 f.duplicate_deliveries,
@@ -264,7 +280,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 f.test_orders_created,
                 f.republished_rates
             );
-            println!(
+            say!(
                 "{:.1} s, {:.0} lines/s; ground truth in {}",
                 secs,
                 report.lines as f64 / secs.max(1e-9),
@@ -393,7 +409,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             for name in lake.list_tables().await? {
                 let expired = lake.expire_snapshots(&name.to_string(), &opts).await?;
-                println!(
+                say!(
                     "expired  {:<28} {:>6} snapshots",
                     name.to_string(),
                     expired.len()
@@ -403,9 +419,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .remove_orphans(now, orphan_grace_minutes * 60_000)
                 .await?;
             for (table, files) in &report.removed {
-                println!("removed  {table:<28} {:>6} orphan files", files.len());
+                say!("removed  {table:<28} {:>6} orphan files", files.len());
             }
-            println!(
+            say!(
                 "removed {} orphan files; kept {} younger than {} minutes",
                 report.total(),
                 report.too_young,
@@ -449,6 +465,15 @@ fn main() -> ExitCode {
     };
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            // The reader went away (`| head`): nothing more to say.
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             let mut msg = e.to_string().replace("'datafusion.", "'");
             // Lake errors already say what they wrap; others get their causes appended.
