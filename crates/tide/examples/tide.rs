@@ -40,13 +40,13 @@ async fn main() -> std::process::ExitCode {
     }
     let t = &report.timings;
     eprintln!(
-        "tide: {:.1?} in all: simulation {:.1?} (loader commits {:.1?}, expiry {:.1?}, model reads {:.1?}), materializing targets {:.1?}, reconciliation SQL {:.1?}",
+        "tide: {:.1?} in all: simulation {:.1?} (loader commits {:.1?}, expiry {:.1?}, model reads {:.1?}, target commits {:.1?}), reconciliation SQL {:.1?}",
         started.elapsed(),
         t.simulate,
         t.loader_commits,
         t.expiry,
         t.model_reads,
-        t.materialize,
+        t.target_commits,
         t.reconcile
     );
     std::process::ExitCode::SUCCESS

@@ -31,6 +31,26 @@ pub(crate) trait Bronze {
     async fn expire(&mut self, protect: &[i64]) -> Result<(), TideError>;
 }
 
+/// Where the models' targets are committed.
+pub(crate) trait Sink {
+    /// Commit what every target kept since the last flush, with each model's watermark as of
+    /// `now_ms`; may hand back the watermark as the sink stored it (the model continues from it).
+    async fn flush(&mut self, models: &mut [Model], now_ms: i64) -> Result<(), TideError>;
+}
+
+/// Targets as counts only (the reference run): flushing forgets the rows.
+#[derive(Debug, Default)]
+pub(crate) struct MemorySink;
+
+impl Sink for MemorySink {
+    async fn flush(&mut self, models: &mut [Model], _now_ms: i64) -> Result<(), TideError> {
+        for t in models.iter_mut().flat_map(|m| m.targets.iter_mut()) {
+            t.take_pending();
+        }
+        Ok(())
+    }
+}
+
 /// Everything one run needs.
 #[derive(Clone, Debug)]
 pub(crate) struct Plan {
@@ -41,6 +61,8 @@ pub(crate) struct Plan {
     pub lookbacks_ms: Vec<i64>,
     /// Expire bronze snapshots every this many loader commits.
     pub expire_every: u64,
+    /// Commit the targets every this long (simulated time).
+    pub flush_every_ms: i64,
 }
 
 /// What a run produced.
@@ -51,9 +73,10 @@ pub(crate) struct Outcome {
 }
 
 /// Run the clock until every transaction is loaded and every model has read it.
-pub(crate) async fn simulate<B: Bronze>(
+pub(crate) async fn simulate<B: Bronze, S: Sink>(
     plan: &Plan,
     bronze: &mut B,
+    sink: &mut S,
     bar: &ProgressBar,
 ) -> Result<Outcome, TideError> {
     let start = plan.generator.start_ms;
@@ -68,6 +91,7 @@ pub(crate) async fn simulate<B: Bronze>(
     let mut next_load = start + plan.loader_every_ms;
     let mut loader_commits = 0u64;
     let mut last_commit_ms = start;
+    let mut next_flush = start + plan.flush_every_ms;
     bar.set_length(((window_end - start) / 60_000) as u64);
     loop {
         let next_run = models
@@ -95,12 +119,18 @@ pub(crate) async fn simulate<B: Bronze>(
             let (through, rows) = bronze.read_after(m.consumed, now).await?;
             m.run(now, through, &rows);
         }
-        if now >= window_end
+        let finished = now >= window_end
             && visibility.done()
             && models
                 .iter()
-                .all(|m| m.last_run_ms.is_some_and(|t| t >= last_commit_ms))
-        {
+                .all(|m| m.last_run_ms.is_some_and(|t| t >= last_commit_ms));
+        if finished || now >= next_flush {
+            sink.flush(&mut models, now).await?;
+            while next_flush <= now {
+                next_flush += plan.flush_every_ms;
+            }
+        }
+        if finished {
             break;
         }
         let done = ((now.min(window_end) - start) / 60_000) as u64;

@@ -42,7 +42,7 @@ impl TxKind {
     /// Every kind, in report order.
     pub const ALL: [TxKind; 3] = [TxKind::Shopper, TxKind::ProSeller, TxKind::Wholesale];
 
-    /// The name stored in the `tx_kind` column.
+    /// The writer's name in reports.
     pub fn as_str(self) -> &'static str {
         match self {
             TxKind::Shopper => "shopper",
@@ -51,7 +51,7 @@ impl TxKind {
         }
     }
 
-    /// Parse a `tx_kind` value.
+    /// Parse a writer's name.
     pub fn parse(s: &str) -> Option<TxKind> {
         TxKind::ALL.into_iter().find(|k| k.as_str() == s)
     }
@@ -59,6 +59,17 @@ impl TxKind {
     /// Position in [`TxKind::ALL`].
     pub fn index(self) -> usize {
         self as usize
+    }
+
+    /// The writer of a seller's rows.
+    pub fn of_seller(seller_id: i64) -> TxKind {
+        if seller_id == WHOLESALE_SELLER {
+            TxKind::Wholesale
+        } else if seller_id > PRO_SELLER_BASE {
+            TxKind::ProSeller
+        } else {
+            TxKind::Shopper
+        }
     }
 }
 
@@ -127,9 +138,15 @@ pub struct Row {
     pub event_type: EventType,
     /// Listing price, or the sale price for sales (integer cents).
     pub price_cents: i64,
-    /// The source transaction (ground truth carried for the analysis).
-    pub tx_id: i64,
-    pub tx_kind: TxKind,
+}
+
+impl Row {
+    /// Who wrote the row, by its seller: shoppers are sellers `1..=250,000`, professional
+    /// sellers `900,001..=900,400`, the wholesale partner `999,999`. (The table holds the
+    /// story's columns only; the writer is implied, the transaction is not stored at all.)
+    pub fn writer(&self) -> TxKind {
+        TxKind::of_seller(self.seller_id)
+    }
 }
 
 /// One source transaction and its rows (stamped in order).
@@ -195,6 +212,8 @@ const PRO_GAP_MS: (i64, i64) = (1_100, 1_700);
 /// Share of imports that create listings (the rest reprice), per mille.
 const PRO_NEW_STOCK_PER_MILLE: u64 = 400;
 const PRO_SELLERS: i64 = 400;
+const PRO_SELLER_BASE: i64 = 900_000;
+const SHOPPER_SELLERS: i64 = 250_000;
 
 /// Pallets arrive on Tuesdays and Thursdays, the intake job starting between 09:00 and 13:00.
 const PALLET_WEEKDAYS: [u32; 2] = [1, 3];
@@ -341,16 +360,14 @@ impl Generator {
                     event_id: first_event,
                     event_ts_ms: start_ms,
                     listing_id,
-                    seller_id: r.between(1, 250_000),
+                    seller_id: r.between(1, SHOPPER_SELLERS),
                     event_type,
                     price_cents: r.between(300, 15_000),
-                    tx_id,
-                    tx_kind: TxKind::Shopper,
                 });
                 TxKind::Shopper
             }
             Spec::Pro { items } => {
-                let seller = 900_000 + r.between(1, PRO_SELLERS);
+                let seller = PRO_SELLER_BASE + r.between(1, PRO_SELLERS);
                 let new_stock = r.below(1_000) < PRO_NEW_STOCK_PER_MILLE;
                 let mut ts = start_ms;
                 for i in 0..items {
@@ -370,8 +387,6 @@ impl Generator {
                         seller_id: seller,
                         event_type,
                         price_cents: r.between(500, 40_000),
-                        tx_id,
-                        tx_kind: TxKind::ProSeller,
                     });
                 }
                 TxKind::ProSeller
@@ -390,8 +405,6 @@ impl Generator {
                         seller_id: WHOLESALE_SELLER,
                         event_type: EventType::ListingCreated,
                         price_cents: r.between(200, 5_000),
-                        tx_id,
-                        tx_kind: TxKind::Wholesale,
                     });
                 }
                 TxKind::Wholesale
@@ -481,7 +494,7 @@ mod tests {
             for r in &tx.rows {
                 assert_eq!(r.event_id, next_event);
                 next_event += 1;
-                assert_eq!(r.tx_kind, tx.kind);
+                assert_eq!(r.writer(), tx.kind);
                 if r.event_type.is_sale_side() {
                     assert_eq!(tx.rows.len(), 1, "sales are one-row transactions");
                 }

@@ -6,20 +6,18 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::compute::{cast, filter_record_batch};
+use arrow::compute::cast;
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    Array, ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use futures::TryStreamExt;
-use indicatif::ProgressBar;
 use lake::{At, Catalog, ExpireOptions, Table};
 
 use crate::TideError;
 use crate::args::format_duration_ms;
-use crate::experiment::{Bronze, Outcome};
-use crate::generator::{DAY_MS, EventType, Row, TxKind};
-use crate::model::Watermark;
+use crate::experiment::{Bronze, Plan, Sink};
+use crate::generator::{DAY_MS, EventType, Row};
+use crate::model::{Model, Watermark};
 
 /// The bronze table the loader commits to.
 pub const BRONZE: &str = "tide.listing_event";
@@ -27,9 +25,6 @@ pub const BRONZE: &str = "tide.listing_event";
 pub const SUMMARY_LOADED_AT_MS: &str = "tide.loaded-at-ms";
 /// Snapshot summary key on a target: the bronze snapshot the model consumed through.
 pub const SUMMARY_SOURCE_SNAPSHOT: &str = "tide.source-snapshot";
-
-/// Rows per append when the targets are materialized.
-const TARGET_CHUNK_ROWS: usize = 131_072;
 
 /// `listing_event`'s columns (the targets have the same ones).
 pub fn schema() -> SchemaRef {
@@ -44,8 +39,6 @@ pub fn schema() -> SchemaRef {
         Field::new("seller_id", DataType::Int64, false),
         Field::new("event_type", DataType::Utf8, false),
         Field::new("price_cents", DataType::Int64, false),
-        Field::new("tx_id", DataType::Int64, false),
-        Field::new("tx_kind", DataType::Utf8, false),
     ]))
 }
 
@@ -66,10 +59,6 @@ pub fn to_batch(rows: &[Row]) -> Result<RecordBatch, TideError> {
             rows.iter().map(|r| r.event_type.as_str()),
         )),
         i64s(|r| r.price_cents),
-        i64s(|r| r.tx_id),
-        Arc::new(StringArray::from_iter_values(
-            rows.iter().map(|r| r.tx_kind.as_str()),
-        )),
     ];
     Ok(RecordBatch::try_new(schema(), columns)?)
 }
@@ -108,8 +97,6 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<Row>, TideError> {
     let seller_id = int64s(batch, "seller_id")?;
     let event_type = strings(batch, "event_type")?;
     let price = int64s(batch, "price_cents")?;
-    let tx_id = int64s(batch, "tx_id")?;
-    let tx_kind = strings(batch, "tx_kind")?;
     (0..batch.num_rows())
         .map(|i| {
             Ok(Row {
@@ -121,10 +108,6 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<Row>, TideError> {
                     TideError::Bronze(format!("unknown event_type {:?}", event_type.value(i)))
                 })?,
                 price_cents: price.value(i),
-                tx_id: tx_id.value(i),
-                tx_kind: TxKind::parse(tx_kind.value(i)).ok_or_else(|| {
-                    TideError::Bronze(format!("unknown tx_kind {:?}", tx_kind.value(i)))
-                })?,
             })
         })
         .collect()
@@ -326,100 +309,168 @@ pub(crate) fn target_name(cadence_ms: i64, w: Watermark) -> String {
     )
 }
 
-/// Write every target as an Iceberg table: one pass over bronze, each row appended to the
-/// targets that hold it, in bounded chunks. Each target's snapshots record its watermark.
-pub(crate) async fn materialize(
-    catalog: &Catalog,
-    outcome: &Outcome,
-    bar: &ProgressBar,
-) -> Result<Vec<TargetTable>, TideError> {
-    let mut tables = Vec::new();
-    for (mi, m) in outcome.models.iter().enumerate() {
-        for (ti, t) in m.targets.iter().enumerate() {
-            let name = target_name(m.cadence_ms, t.watermark);
-            match catalog.create_table(&name, &schema(), &[]).await {
-                Ok(_) => {}
-                Err(lake::LakeError::TableExists(t)) => return Err(TideError::LakeNotEmpty(t)),
-                Err(e) => return Err(e.into()),
-            }
-            tables.push(TargetTable {
-                model: mi,
-                target: ti,
-                name,
-            });
-        }
-    }
-    let props: Vec<BTreeMap<String, String>> = tables
-        .iter()
-        .map(|tt| {
-            let m = &outcome.models[tt.model];
-            let t = &m.targets[tt.target];
-            let mut p = BTreeMap::from([
-                ("tide.model".to_string(), "fct_listing_event".to_string()),
-                ("tide.cadence".to_string(), format_duration_ms(m.cadence_ms)),
-                ("tide.runs".to_string(), m.runs.to_string()),
-                ("tide.source-table".to_string(), BRONZE.to_string()),
-            ]);
-            match t.watermark {
-                Watermark::SnapshotId => {
-                    p.insert("tide.watermark".into(), "bronze snapshot id".into());
-                    if let Some(id) = m.consumed {
-                        p.insert(SUMMARY_SOURCE_SNAPSHOT.into(), id.to_string());
-                    }
-                }
-                w => {
-                    p.insert("tide.watermark".into(), w.describe());
-                    if let Some(ts) = t
-                        .max_event_ts()
-                        .and_then(chrono::DateTime::from_timestamp_millis)
-                    {
-                        p.insert("tide.max-event-ts".into(), ts.to_rfc3339());
-                    }
-                }
-            }
-            p
-        })
-        .collect();
+/// The model targets as Iceberg tables: every flush commits, in one catalog commit across all
+/// of them, the rows each target kept since the last one, with the model's state in the new
+/// snapshot's summary — for (b), the bronze snapshot id it consumed through, which the model
+/// then reads back and continues from.
+pub(crate) struct LakeSink {
+    catalog: Catalog,
+    /// Per model, per target: the table.
+    names: Vec<Vec<String>>,
+    /// Catalog commits of the targets.
+    pub commits: u64,
+    pub t_flush: std::time::Duration,
+}
 
-    let bronze = catalog.table(BRONZE).await?;
-    let mut stream = bronze.scan_stream(&At::Main).await?;
-    let mut buffers: Vec<(Vec<RecordBatch>, usize)> = vec![(Vec::new(), 0); tables.len()];
-    let mut scanned = 0u64;
-    while let Some(batch) = stream.try_next().await? {
-        let ids = int64s(&batch, "event_id")?;
-        for (k, tt) in tables.iter().enumerate() {
-            let target = &outcome.models[tt.model].targets[tt.target];
-            let mask: BooleanArray = ids
-                .values()
-                .iter()
-                .map(|id| Some(target.contains(*id)))
-                .collect();
-            let kept = filter_record_batch(&batch, &mask)?;
-            if kept.num_rows() == 0 {
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|d| d.to_rfc3339())
+        .unwrap_or_default()
+}
+
+impl LakeSink {
+    /// Create every target of the plan's models, empty, in one catalog commit.
+    pub async fn create(catalog: Catalog, plan: &Plan) -> Result<Self, TideError> {
+        let mut names = Vec::new();
+        let mut changes = Vec::new();
+        let start = plan.generator.start_ms;
+        for c in &plan.cadences_ms {
+            let m = Model::new(*c, &plan.lookbacks_ms, start);
+            let mut per_model = Vec::new();
+            for t in &m.targets {
+                let name = target_name(m.cadence_ms, t.watermark);
+                changes.push(catalog.stage_create_table(&name, &schema(), &[]).await?);
+                per_model.push(name);
+            }
+            names.push(per_model);
+        }
+        match catalog
+            .commit(
+                changes,
+                "create-table",
+                "create the tide model targets",
+                BTreeMap::new(),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(lake::LakeError::Conflict { table, .. }) => {
+                return Err(TideError::LakeNotEmpty(table));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(LakeSink {
+            catalog,
+            names,
+            commits: 0,
+            t_flush: std::time::Duration::ZERO,
+        })
+    }
+
+    /// Every target table.
+    pub fn tables(&self) -> Vec<TargetTable> {
+        let mut out = Vec::new();
+        for (mi, per_model) in self.names.iter().enumerate() {
+            for (ti, name) in per_model.iter().enumerate() {
+                out.push(TargetTable {
+                    model: mi,
+                    target: ti,
+                    name: name.clone(),
+                });
+            }
+        }
+        out
+    }
+}
+
+impl Sink for LakeSink {
+    async fn flush(&mut self, models: &mut [Model], now_ms: i64) -> Result<(), TideError> {
+        let t0 = std::time::Instant::now();
+        let mut changes = Vec::new();
+        let mut written: Vec<(usize, usize)> = Vec::new();
+        for (mi, m) in models.iter_mut().enumerate() {
+            let (cadence_ms, runs, last_run, consumed) =
+                (m.cadence_ms, m.runs, m.last_run_ms, m.consumed);
+            for (ti, t) in m.targets.iter_mut().enumerate() {
+                let rows = t.take_pending();
+                if rows.is_empty() {
+                    continue;
+                }
+                let mut props = BTreeMap::from([
+                    ("tide.model".to_string(), "fct_listing_event".to_string()),
+                    ("tide.cadence".to_string(), format_duration_ms(cadence_ms)),
+                    ("tide.watermark".to_string(), t.watermark.describe()),
+                    ("tide.runs".to_string(), runs.to_string()),
+                    (
+                        "tide.last-run".to_string(),
+                        last_run.map(rfc3339).unwrap_or_default(),
+                    ),
+                    ("tide.source-table".to_string(), BRONZE.to_string()),
+                ]);
+                match t.watermark {
+                    Watermark::SnapshotId => {
+                        if let Some(id) = consumed {
+                            props.insert(SUMMARY_SOURCE_SNAPSHOT.to_string(), id.to_string());
+                        }
+                    }
+                    _ => {
+                        if let Some(ts) = t.max_event_ts() {
+                            props.insert("tide.max-event-ts".to_string(), rfc3339(ts));
+                        }
+                    }
+                }
+                let table = self.catalog.table(&self.names[mi][ti]).await?;
+                changes.push(
+                    table
+                        .stage_append("main", &[to_batch(&rows)?], props)
+                        .await?,
+                );
+                written.push((mi, ti));
+            }
+        }
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let committed = self
+            .catalog
+            .commit(
+                changes,
+                "model-run",
+                &format!("fct_listing_event through {}", rfc3339(now_ms)),
+                BTreeMap::new(),
+            )
+            .await?;
+        self.commits += 1;
+        // (b)'s watermark is the target's own state: read it back and continue from it.
+        for (mi, ti) in written {
+            let m = &mut models[mi];
+            if m.targets[ti].watermark != Watermark::SnapshotId {
                 continue;
             }
-            buffers[k].1 += kept.num_rows();
-            buffers[k].0.push(kept);
-            if buffers[k].1 >= TARGET_CHUNK_ROWS {
-                let chunk = std::mem::take(&mut buffers[k].0);
-                buffers[k].1 = 0;
-                catalog
-                    .append(&tt.name, "main", &chunk, props[k].clone())
-                    .await?;
-            }
-        }
-        scanned += batch.num_rows() as u64;
-        bar.set_position(scanned);
-    }
-    for (k, tt) in tables.iter().enumerate() {
-        let chunk = std::mem::take(&mut buffers[k].0);
-        if !chunk.is_empty() {
-            catalog
-                .append(&tt.name, "main", &chunk, props[k].clone())
+            let name = &self.names[mi][ti];
+            let table = self
+                .catalog
+                .table_at_version(name, committed.version)
                 .await?;
+            let head = table.head("main").ok_or_else(|| {
+                TideError::Bronze(format!("{name} has no snapshot after its commit"))
+            })?;
+            let stored: Option<i64> = table
+                .snapshot(head)?
+                .summary
+                .get(SUMMARY_SOURCE_SNAPSHOT)
+                .and_then(|v| v.parse().ok());
+            if stored != m.consumed {
+                return Err(TideError::Bronze(format!(
+                    "{name} stored watermark {stored:?}, the model holds {:?}",
+                    m.consumed
+                )));
+            }
+            m.consumed = stored;
         }
+        self.t_flush += t0.elapsed();
+        Ok(())
     }
-    Ok(tables)
 }
 
 /// The story's reconciliation for one target.
@@ -500,8 +551,6 @@ mod tests {
                 seller_id: 9,
                 event_type: EventType::Sold,
                 price_cents: 1_234,
-                tx_id: 3,
-                tx_kind: TxKind::Shopper,
             },
             Row {
                 event_id: 8,
@@ -510,8 +559,6 @@ mod tests {
                 seller_id: 999_999,
                 event_type: EventType::ListingCreated,
                 price_cents: 200,
-                tx_id: 4,
-                tx_kind: TxKind::Wholesale,
             },
         ];
         assert_eq!(from_batch(&to_batch(&rows)?)?, rows);

@@ -100,6 +100,8 @@ pub enum LakeAt {
 
 /// Expire bronze snapshots every this many loader commits.
 const EXPIRE_EVERY: u64 = 32;
+/// Commit the model targets once a simulated day (see [`experiment::Sink`]).
+const FLUSH_EVERY_MS: i64 = generator::DAY_MS;
 
 fn plan(args: &TideArgs) -> Result<(Plan, Vec<String>), TideError> {
     let s = args.settle()?;
@@ -116,6 +118,7 @@ fn plan(args: &TideArgs) -> Result<(Plan, Vec<String>), TideError> {
             cadences_ms: s.cadences_ms,
             lookbacks_ms: s.lookbacks_ms,
             expire_every: EXPIRE_EVERY,
+            flush_every_ms: FLUSH_EVERY_MS,
         },
         s.notes,
     ))
@@ -165,6 +168,7 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
         }
     };
     let mut bronze = lakeio::LakeBronze::create(catalog.clone()).await?;
+    let mut sink = lakeio::LakeSink::create(catalog.clone(), &plan).await?;
 
     let sim_bar = bar(
         progress,
@@ -172,20 +176,10 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
         "tide {bar:30} {percent:>3}% simulated, {msg} [{elapsed_precise}, eta {eta}]",
     );
     let t0 = std::time::Instant::now();
-    let outcome = experiment::simulate(&plan, &mut bronze, &sim_bar).await?;
+    let outcome = experiment::simulate(&plan, &mut bronze, &mut sink, &sim_bar).await?;
     sim_bar.finish_and_clear();
     let simulate = t0.elapsed();
-    let t0 = std::time::Instant::now();
-
-    let rows = outcome.truth.counts.rows();
-    let mat_bar = bar(
-        progress,
-        rows,
-        "tide {bar:30} materializing targets: {pos}/{len} bronze rows [{elapsed_precise}]",
-    );
-    let tables = lakeio::materialize(&catalog, &outcome, &mat_bar).await?;
-    mat_bar.finish_and_clear();
-    let materialize = t0.elapsed();
+    let tables = sink.tables();
     let t0 = std::time::Instant::now();
 
     let sql_bar = bar(
@@ -242,6 +236,7 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
         incremental_reads: bronze.stats.reads,
         snapshots_read: bronze.stats.snapshots_read,
         target_tables: tables.iter().map(|t| t.name.clone()).collect(),
+        target_commits: sink.commits,
         reconciliation_sql: sql,
     };
     let mut notes = notes;
@@ -256,7 +251,7 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
         loader_commits: bronze.stats.t_commit,
         expiry: bronze.stats.t_expire,
         model_reads: bronze.stats.t_read,
-        materialize,
+        target_commits: sink.t_flush,
         reconcile,
     };
     Ok(report)
@@ -267,7 +262,13 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
 pub async fn run_reference(args: &TideArgs) -> Result<TideReport, TideError> {
     let (plan, notes) = plan(args)?;
     let mut bronze = MemoryBronze::default();
-    let outcome = experiment::simulate(&plan, &mut bronze, &ProgressBar::hidden()).await?;
+    let outcome = experiment::simulate(
+        &plan,
+        &mut bronze,
+        &mut experiment::MemorySink,
+        &ProgressBar::hidden(),
+    )
+    .await?;
     let days_of =
         |m: usize, t: usize| report::rust_days(&outcome.truth, &outcome.models[m].targets[t]);
     Ok(report::build(&plan, &notes, &outcome, None, &days_of))

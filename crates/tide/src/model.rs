@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::generator::{Row, TxKind};
+use crate::generator::Row;
 use crate::source::Counts;
 
 /// How a variant decides which rows are new.
@@ -118,8 +118,8 @@ pub struct Target {
     writes: Vec<u8>,
     /// For look-backs: visible rows still above `mark − look-back`.
     buffer: Vec<Row>,
-    /// Kept rows per multi-row transaction (writers other than shoppers).
-    pub kept_per_tx: BTreeMap<i64, u32>,
+    /// Rows kept since the target was last committed.
+    pending: Vec<Row>,
     start_ms: i64,
 }
 
@@ -135,9 +135,16 @@ impl Target {
             unexpected_repeats: 0,
             writes: Vec::new(),
             buffer: Vec::new(),
-            kept_per_tx: BTreeMap::new(),
+            pending: Vec::new(),
             start_ms,
         }
+    }
+
+    /// How many of the events `first..first + n` the target holds.
+    pub fn count_range(&self, first: i64, n: u32) -> u32 {
+        (first..first + i64::from(n))
+            .filter(|id| self.members.contains(*id))
+            .count() as u32
     }
 
     /// Does the target hold this event?
@@ -153,6 +160,11 @@ impl Target {
     /// True when the target holds nothing.
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
+    }
+
+    /// The rows kept since the last call: what the next commit of the target writes.
+    pub fn take_pending(&mut self) -> Vec<Row> {
+        std::mem::take(&mut self.pending)
     }
 
     /// `max(event_ts)` over the target.
@@ -176,9 +188,7 @@ impl Target {
             return false;
         }
         self.counts.add(row, self.start_ms);
-        if row.tx_kind != TxKind::Shopper {
-            *self.kept_per_tx.entry(row.tx_id).or_default() += 1;
-        }
+        self.pending.push(*row);
         true
     }
 
@@ -294,7 +304,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generator::{Generator, GeneratorConfig};
+    use crate::generator::{Generator, GeneratorConfig, TxKind};
     use crate::source::Visibility;
 
     /// The model as dbt runs it: scan every visible row, filter on the mark, merge on the key.

@@ -42,8 +42,8 @@ pub struct Timings {
     pub loader_commits: std::time::Duration,
     pub expiry: std::time::Duration,
     pub model_reads: std::time::Duration,
-    /// Writing the targets as tables.
-    pub materialize: std::time::Duration,
+    /// Of which: committing the model targets.
+    pub target_commits: std::time::Duration,
     /// The reconciliation SQL.
     pub reconcile: std::time::Duration,
 }
@@ -95,8 +95,10 @@ pub struct LakeReport {
     /// Incremental reads by the models, and the snapshots they read.
     pub incremental_reads: u64,
     pub snapshots_read: u64,
-    /// One table per model variant, materialized after the run.
+    /// One table per model variant.
     pub target_tables: Vec<String>,
+    /// Catalog commits of the targets (each moves every target that kept rows).
+    pub target_commits: u64,
     /// The reconciliation, as run over the lake.
     pub reconciliation_sql: String,
 }
@@ -373,8 +375,8 @@ fn survival(truth: &SourceTruth, target: &Target, interval_ms: i64) -> Survival 
         one_row_kept,
         one_row_kept as f64,
     );
-    for (tx, info) in &truth.multi_row {
-        let kept = u64::from(target.kept_per_tx.get(tx).copied().unwrap_or(0));
+    for info in truth.multi_row.values() {
+        let kept = u64::from(target.count_range(info.first_event_id, info.rows));
         add(
             info.duration_ms,
             1,

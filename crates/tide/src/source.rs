@@ -22,7 +22,7 @@ pub struct Counts {
 impl Counts {
     /// Count one row; `start_ms` is 00:00 UTC of day 0.
     pub fn add(&mut self, row: &Row, start_ms: i64) {
-        self.by_kind_type[row.tx_kind.index()][row.event_type.index()] += 1;
+        self.by_kind_type[row.writer().index()][row.event_type.index()] += 1;
         if row.event_type == EventType::Sold {
             self.gmv_cents += row.price_cents;
         }
@@ -66,6 +66,8 @@ pub fn day_of(ts_ms: i64, start_ms: i64) -> i64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TxInfo {
     pub kind: TxKind,
+    /// Its rows are the events `first_event_id..first_event_id + rows`.
+    pub first_event_id: i64,
     pub rows: u32,
     pub duration_ms: i64,
 }
@@ -99,6 +101,7 @@ impl SourceTruth {
                 tx.tx_id,
                 TxInfo {
                     kind: tx.kind,
+                    first_event_id: tx.rows.first().map_or(0, |r| r.event_id),
                     rows,
                     duration_ms: tx.duration_ms(),
                 },
