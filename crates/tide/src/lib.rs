@@ -241,6 +241,10 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
     };
     let mut notes = notes;
     notes.push(format!(
+        "the model targets are tables committed once a simulated day ({} catalog commits, each moving every target at once); each snapshot's summary carries the model's state — for (b) the bronze snapshot id it consumed through ({SUMMARY_SOURCE_SNAPSHOT}), read back after every commit and continued from; between commits the newest watermark is held in memory and bronze's expiry protects it",
+        sink.commits
+    ));
+    notes.push(format!(
         "the daily reconciliation ran as one SQL statement over {BRONZE} and the {} target tables; per target it is the story's query, e.g.\n{}",
         tables.len(),
         lakeio::story_sql(&example)

@@ -715,6 +715,35 @@ pub fn render_table(r: &TideReport) -> String {
     }
     out.push_str(&format!("{t}\n"));
 
+    let lookbacks: Vec<String> = r
+        .cadences
+        .iter()
+        .flat_map(|cr| cr.variants.iter().map(move |v| (cr, v)))
+        .filter(|(_, v)| v.variant.starts_with("a_lb"))
+        .filter_map(|(cr, v)| {
+            let kept: u64 = v.write_multiplicity.values().sum();
+            let (times, rows) = v.write_multiplicity.iter().max_by_key(|(k, n)| (**n, **k))?;
+            Some(format!(
+                "  {} {}: {} row writes for {} rows kept ({:.2} each); {:.2}% of kept rows written exactly {} times\n",
+                cr.cadence,
+                v.watermark,
+                n(v.rows_written),
+                n(v.rows),
+                v.written_per_row_kept,
+                100.0 * *rows as f64 / kept.max(1) as f64,
+                times
+            ))
+        })
+        .collect();
+    if !lookbacks.is_empty() {
+        out.push_str(
+            "Look-backs re-select what they already took (a merge rewrites it each time):\n",
+        );
+        for l in lookbacks {
+            out.push_str(&l);
+        }
+    }
+
     out.push_str("\nWho loses under (a) max(event_ts)\n");
     let mut t = new_table(&[
         "cadence",
@@ -873,7 +902,7 @@ pub fn render_table(r: &TideReport) -> String {
     if !r.notes.is_empty() {
         out.push_str("\nNotes\n");
         for note in &r.notes {
-            out.push_str(&format!("  - {note}\n"));
+            out.push_str(&format!("  - {}\n", note.replace('\n', "\n      ")));
         }
     }
     out
