@@ -453,7 +453,7 @@ impl Sink for LakeSink {
                 .table_at_version(name, committed.version)
                 .await?;
             let head = table.head("main").ok_or_else(|| {
-                TideError::Bronze(format!("{name} has no snapshot after its commit"))
+                TideError::Target(format!("{name} has no snapshot after its commit"))
             })?;
             let stored: Option<i64> = table
                 .snapshot(head)?
@@ -461,7 +461,7 @@ impl Sink for LakeSink {
                 .get(SUMMARY_SOURCE_SNAPSHOT)
                 .and_then(|v| v.parse().ok());
             if stored != m.consumed {
-                return Err(TideError::Bronze(format!(
+                return Err(TideError::Target(format!(
                     "{name} stored watermark {stored:?}, the model holds {:?}",
                     m.consumed
                 )));
@@ -514,7 +514,7 @@ pub(crate) async fn reconcile(
         let target = strings(b, "target")?;
         let d = b
             .column_by_name("d")
-            .ok_or_else(|| TideError::Bronze("the reconciliation returned no day column".into()))?;
+            .ok_or_else(|| TideError::Target("the reconciliation returned no day column".into()))?;
         let d = cast(d, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
         let d = cast(&d, &DataType::Int64)?;
         let d = d
@@ -522,7 +522,7 @@ pub(crate) async fn reconcile(
             .downcast_ref::<Int64Array>()
             .cloned()
             .ok_or_else(|| {
-                TideError::Bronze("the reconciliation's days are not timestamps".into())
+                TideError::Target("the reconciliation's days are not timestamps".into())
             })?;
         let src = int64s(b, "source_rows")?;
         let mdl = int64s(b, "model_rows")?;

@@ -62,6 +62,9 @@ pub enum TideError {
     /// Bronze returned something the loader never wrote, or out of order.
     #[error("bronze: {0}")]
     Bronze(String),
+    /// A model target or the reconciliation disagrees with what the model did.
+    #[error("model target: {0}")]
+    Target(String),
     /// An Arrow conversion failed.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
