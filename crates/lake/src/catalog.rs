@@ -152,6 +152,9 @@ pub struct Committed {
     pub tables: BTreeMap<String, Option<String>>,
     /// Each changed table's new snapshot, where the change added one.
     pub snapshots: BTreeMap<String, i64>,
+    /// Each updated table's new metadata: a writer continues from its own commit without
+    /// reading it back ([`Catalog::table_after`]).
+    pub(crate) metadata: BTreeMap<String, Arc<TableMetadata>>,
 }
 
 pub(crate) struct Inner {
@@ -163,6 +166,9 @@ pub(crate) struct Inner {
     /// The newest version this handle has seen: where to start looking next time (the log
     /// only grows, so walking forward from here always finds the head).
     seen: std::sync::atomic::AtomicU64,
+    /// The newest version this handle read or wrote. Versions never change once written, so
+    /// finding the head again costs one probe for the version after it.
+    newest: Mutex<Option<Arc<CatalogVersion>>>,
 }
 
 /// A file catalog over object storage. Cheap to clone; clones share one store.
@@ -261,6 +267,7 @@ impl Catalog {
                 file_io,
                 failpoint: Mutex::new(None),
                 seen: std::sync::atomic::AtomicU64::new(0),
+                newest: Mutex::new(None),
             }),
         }
     }
@@ -320,6 +327,9 @@ impl Catalog {
         if n == 0 {
             return Ok(CatalogVersion::empty());
         }
+        if let Some(v) = self.newest().filter(|v| v.version == n) {
+            return Ok(v.as_ref().clone());
+        }
         let loc = self.version_location(n);
         match storage::read_optional(self.stores(), &loc).await? {
             Some(bytes) => parse_version(&loc, &bytes, n),
@@ -339,50 +349,75 @@ impl Catalog {
         Ok(self.head_inner().await?.version)
     }
 
+    /// The newest version this handle read or wrote, if it kept one.
+    fn newest(&self) -> Option<Arc<CatalogVersion>> {
+        self.inner.newest.lock().ok().and_then(|g| g.clone())
+    }
+
+    /// Remember `v` if it is newer than what this handle knows.
+    fn remember(&self, v: Arc<CatalogVersion>) {
+        self.inner
+            .seen
+            .fetch_max(v.version, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut g) = self.inner.newest.lock()
+            && g.as_ref().is_none_or(|old| old.version < v.version)
+        {
+            *g = Some(v);
+        }
+    }
+
     async fn head_inner(&self) -> Result<CatalogVersion> {
-        let seen = self.inner.seen.load(std::sync::atomic::Ordering::Relaxed);
-        let hint = if seen > 0 {
-            Some(seen)
-        } else {
-            match storage::read_optional(self.stores(), &self.hint_location()).await? {
-                Some(b) => std::str::from_utf8(&b)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok()),
-                None => None,
-            }
-        };
-        let start = match hint {
-            Some(h) => h,
-            None => self.list_max_version().await?,
-        };
-        // The hint may lag (writers update it after they commit): walk forward to the end.
-        let mut n = start;
-        let mut current: Option<(u64, Bytes)> = None;
-        if n > 0 {
-            match self.exists_version(n).await? {
-                Some(b) => current = Some((n, b)),
-                None => {
-                    // A hint that points past the log is wrong: trust the listing.
-                    n = self.list_max_version().await?;
-                    if n > 0
-                        && let Some(b) = self.exists_version(n).await?
-                    {
-                        current = Some((n, b));
+        // Known: the newest version this handle holds (versions are immutable), so only the
+        // versions after it need reading.
+        let mut current: Option<Arc<CatalogVersion>> = self.newest();
+        let mut n = current.as_ref().map(|v| v.version).unwrap_or(0);
+        if current.is_none() {
+            let seen = self.inner.seen.load(std::sync::atomic::Ordering::Relaxed);
+            let hint = if seen > 0 {
+                Some(seen)
+            } else {
+                match storage::read_optional(self.stores(), &self.hint_location()).await? {
+                    Some(b) => std::str::from_utf8(&b)
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u64>().ok()),
+                    None => None,
+                }
+            };
+            n = match hint {
+                Some(h) => h,
+                None => self.list_max_version().await?,
+            };
+            if n > 0 {
+                match self.exists_version(n).await? {
+                    Some(b) => {
+                        current = Some(Arc::new(parse_version(&self.version_location(n), &b, n)?))
+                    }
+                    None => {
+                        // A hint that points past the log is wrong: trust the listing.
+                        n = self.list_max_version().await?;
+                        if n > 0
+                            && let Some(b) = self.exists_version(n).await?
+                        {
+                            current =
+                                Some(Arc::new(parse_version(&self.version_location(n), &b, n)?));
+                        }
                     }
                 }
             }
         }
+        // The hint may lag (writers update it after they commit): walk forward to the end.
+        let mut last: Option<(u64, Bytes)> = None;
         while let Some(b) = self.exists_version(n + 1).await? {
             n += 1;
-            current = Some((n, b));
+            last = Some((n, b));
+        }
+        if let Some((n, b)) = last {
+            current = Some(Arc::new(parse_version(&self.version_location(n), &b, n)?));
         }
         match current {
-            Some((n, b)) => {
-                let v = parse_version(&self.version_location(n), &b, n)?;
-                self.inner
-                    .seen
-                    .fetch_max(n, std::sync::atomic::Ordering::Relaxed);
-                Ok(v)
+            Some(v) => {
+                self.remember(v.clone());
+                Ok(v.as_ref().clone())
             }
             None => Ok(CatalogVersion::empty()),
         }
@@ -438,6 +473,25 @@ impl Catalog {
     pub async fn table_at_version(&self, name: &str, version: u64) -> Result<Table> {
         let v = self.version(version).await?;
         self.table_in(&v, name).await
+    }
+
+    /// A table as `committed` left it, without reading it back: how a writer continues from
+    /// its own commit. `None` when that commit did not update `name`.
+    pub fn table_after(&self, committed: &Committed, name: &str) -> Result<Option<Table>> {
+        let name = TableName::parse(name)?;
+        let key = name.to_string();
+        let (Some(md), Some(Some(location))) =
+            (committed.metadata.get(&key), committed.tables.get(&key))
+        else {
+            return Ok(None);
+        };
+        self.table_from(
+            name,
+            md.as_ref().clone(),
+            location.clone(),
+            committed.version,
+        )
+        .map(Some)
     }
 
     /// Load a table from an already-read catalog version.
@@ -570,6 +624,13 @@ impl Catalog {
                 version,
                 tables: new_locations,
                 snapshots,
+                metadata: changes
+                    .into_iter()
+                    .filter_map(|c| match c.kind {
+                        ChangeKind::Update(md) => Some((c.table.to_string(), Arc::new(*md))),
+                        _ => None,
+                    })
+                    .collect(),
             }),
             Err(e) => {
                 for loc in written {
@@ -729,10 +790,9 @@ impl Catalog {
             Bytes::from(next.version.to_string()),
         )
         .await;
-        self.inner
-            .seen
-            .fetch_max(next.version, std::sync::atomic::Ordering::Relaxed);
-        Ok(Some(next.version))
+        let version = next.version;
+        self.remember(Arc::new(next));
+        Ok(Some(version))
     }
 
     async fn write_metadata(

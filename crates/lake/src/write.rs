@@ -57,8 +57,33 @@ impl std::fmt::Debug for Replace {
     }
 }
 
-/// How many manifests a branch carries before an append merges them into one.
-const MERGE_MANIFESTS_AT: usize = 64;
+/// Manifests are merged in tiers: a manifest of `n` live entries is in tier `log16(n)`, and
+/// when a tier holds this many manifests an append merges them into one of the next tier. Each
+/// entry is rewritten once per tier (about four times for 26,000 appends), never once per
+/// merge, and a branch carries at most `MERGE_FAN_IN - 1` manifests per tier.
+const MERGE_FAN_IN: u64 = 16;
+
+/// A manifest this large is full (Iceberg's `commit.manifest.target-size-bytes` default): it is
+/// never merged again.
+const MANIFEST_TARGET_BYTES: i64 = 8 * 1024 * 1024;
+
+/// The merge tier of a data manifest, or `None` when it is full or of another partition spec.
+fn merge_tier(mf: &ManifestFile, spec_id: i32) -> Option<u32> {
+    if mf.content != ManifestContentType::Data
+        || mf.partition_spec_id != spec_id
+        || mf.manifest_length >= MANIFEST_TARGET_BYTES
+    {
+        return None;
+    }
+    let counted = [mf.added_files_count, mf.existing_files_count];
+    let live: u64 = if counted.iter().all(Option::is_none) {
+        // Counts are optional in a manifest list: estimate from the size (~300 bytes an entry).
+        (mf.manifest_length.max(0) as u64) / 300
+    } else {
+        counted.iter().map(|c| u64::from(c.unwrap_or(0))).sum()
+    };
+    Some(live.max(1).ilog(MERGE_FAN_IN))
+}
 
 /// Snapshot summary keys the lake adds besides Iceberg's own.
 pub const SUMMARY_BRANCH: &str = "sugarshack.branch";
@@ -350,23 +375,33 @@ impl Table {
             }
         }
 
-        // 2. Keep the manifest list short: merge carried data manifests when there are many.
-        let data_manifests = manifests
-            .iter()
-            .filter(|m| m.content == ManifestContentType::Data)
-            .count();
-        if data_manifests >= MERGE_MANIFESTS_AT {
-            let (data, other): (Vec<_>, Vec<_>) = manifests
+        // 2. Keep the manifest list short: merge a tier of carried data manifests once it is full.
+        loop {
+            let mut per_tier: BTreeMap<u32, usize> = BTreeMap::new();
+            for mf in &manifests {
+                if let Some(t) = merge_tier(mf, spec.spec_id()) {
+                    *per_tier.entry(t).or_default() += 1;
+                }
+            }
+            let Some(tier) = per_tier
+                .iter()
+                .find(|(_, n)| **n as u64 >= MERGE_FAN_IN)
+                .map(|(t, _)| *t)
+            else {
+                break;
+            };
+            let (merge, keep): (Vec<_>, Vec<_>) = manifests
                 .into_iter()
-                .partition(|m| m.content == ManifestContentType::Data);
+                .partition(|mf| merge_tier(mf, spec.spec_id()) == Some(tier));
             let mut w = new_manifest()?;
             let mut merged_deleted = Vec::new();
-            for mf in &data {
+            for mf in &merge {
                 let manifest = mf.load_manifest(&file_io).await.map_err(ice)?;
                 for e in manifest.entries() {
                     let seq = e.sequence_number().unwrap_or(mf.sequence_number);
                     let fseq = e.file_sequence_number.or(Some(mf.sequence_number));
                     match e.status() {
+                        // This snapshot's own deletes stay recorded; older ones are history.
                         ManifestStatus::Deleted if mf.added_snapshot_id == snapshot_id => {
                             merged_deleted.push((e.data_file().clone(), seq, fseq));
                         }
@@ -385,7 +420,7 @@ impl Table {
             for (df, seq, fseq) in merged_deleted {
                 w.add_delete_file(df, seq, fseq).map_err(ice)?;
             }
-            manifests = other;
+            manifests = keep;
             manifests.push(w.write_manifest_file().await.map_err(ice)?);
         }
 

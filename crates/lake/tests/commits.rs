@@ -334,3 +334,54 @@ fn walk(dir: &std::path::Path) -> BTreeSet<String> {
     }
     out
 }
+
+#[tokio::test]
+async fn a_handle_sees_other_writers_and_continues_from_its_own_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cat, wh) = (dir.path().join("catalog"), dir.path().join("warehouse"));
+    let a = Catalog::open_local(&cat, &wh).unwrap();
+    let b = Catalog::open_local(&cat, &wh).unwrap();
+    a.create_table("bronze.t", &schema(), &[]).await.unwrap();
+
+    // A commits and continues from its commit without reading it back.
+    let t = a.table("bronze.t").await.unwrap();
+    let change = t
+        .stage_append("main", &[batch(0..3, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let done = a
+        .commit(vec![change], "append", "a", BTreeMap::new())
+        .await
+        .unwrap();
+    let after = a.table_after(&done, "bronze.t").unwrap().unwrap();
+    let read_back = b.table_at_version("bronze.t", done.version).await.unwrap();
+    assert_eq!(after.metadata_location(), read_back.metadata_location());
+    assert_eq!(after.head("main"), read_back.head("main"));
+    assert_eq!(after.catalog_version(), done.version);
+    assert!(a.table_after(&done, "bronze.other").unwrap().is_none());
+
+    // B (another handle, as another process) commits on top; A's next look at the head sees it,
+    // and a stage from A's stale table is refused as a conflict rather than losing B's rows.
+    b.append("bronze.t", "main", &[batch(3..5, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(a.head().await.unwrap().version, done.version + 1);
+    let stale = after
+        .stage_append("main", &[batch(5..6, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let err = a
+        .commit(vec![stale], "append", "a again", BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    let now = a.table("bronze.t").await.unwrap();
+    assert_eq!(
+        ids(&now.scan(&At::Main).await.unwrap()),
+        vec![0, 1, 2, 3, 4]
+    );
+    assert_eq!(
+        a.version(done.version).await.unwrap(),
+        b.version(done.version).await.unwrap()
+    );
+}
