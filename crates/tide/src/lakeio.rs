@@ -217,10 +217,11 @@ impl Bronze for LakeBronze {
                 BTreeMap::new(),
             )
             .await?;
+        // Continue from the commit's own metadata (the next stage checks it is still the head).
         let table = self
             .catalog
-            .table_at_version(BRONZE, committed.version)
-            .await?;
+            .table_after(&committed, BRONZE)?
+            .ok_or_else(|| TideError::Bronze(format!("the load commit did not update {BRONZE}")))?;
         self.stats.max_retained = self.stats.max_retained.max(table.snapshots().len() as u64);
         self.table = Some(table);
         self.stats.commits += 1;
