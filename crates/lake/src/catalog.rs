@@ -22,7 +22,7 @@ use url::Url;
 
 use crate::error::{LakeError, Result};
 use crate::storage::{self, Stores};
-use crate::table::{Table, TableName};
+use crate::table::{RefMap, Table, TableName};
 
 /// The catalog file format this build writes and the newest it reads.
 pub const CATALOG_FORMAT: u32 = 1;
@@ -121,6 +121,9 @@ pub struct TableChange {
     pub(crate) snapshot_id: Option<i64>,
     /// Data files the new snapshot adds: checked to exist before the catalog names them.
     pub(crate) added_files: Vec<String>,
+    /// The refs the new metadata has, when the writer knows them (saves reading them back
+    /// through the serialised metadata; checked against it in debug builds).
+    pub(crate) refs: Option<Arc<RefMap>>,
 }
 
 impl TableChange {
@@ -154,7 +157,7 @@ pub struct Committed {
     pub snapshots: BTreeMap<String, i64>,
     /// Each updated table's new metadata: a writer continues from its own commit without
     /// reading it back ([`Catalog::table_after`]).
-    pub(crate) metadata: BTreeMap<String, Arc<TableMetadata>>,
+    pub(crate) metadata: BTreeMap<String, (Arc<TableMetadata>, Option<Arc<RefMap>>)>,
 }
 
 pub(crate) struct Inner {
@@ -480,16 +483,17 @@ impl Catalog {
     pub fn table_after(&self, committed: &Committed, name: &str) -> Result<Option<Table>> {
         let name = TableName::parse(name)?;
         let key = name.to_string();
-        let (Some(md), Some(Some(location))) =
+        let (Some((md, refs)), Some(Some(location))) =
             (committed.metadata.get(&key), committed.tables.get(&key))
         else {
             return Ok(None);
         };
-        self.table_from(
+        self.table_with(
             name,
             md.as_ref().clone(),
             location.clone(),
             committed.version,
+            refs.clone(),
         )
         .map(Some)
     }
@@ -534,6 +538,18 @@ impl Catalog {
         location: String,
         version: u64,
     ) -> Result<Table> {
+        self.table_with(name, md, location, version, None)
+    }
+
+    /// [`Catalog::table_from`] with the refs, when the caller knows them already.
+    fn table_with(
+        &self,
+        name: TableName,
+        md: TableMetadata,
+        location: String,
+        version: u64,
+        refs: Option<Arc<RefMap>>,
+    ) -> Result<Table> {
         let runtime = iceberg::Runtime::try_current()
             .map_err(|e| LakeError::iceberg("the lake needs a tokio runtime", e))?;
         let ident = TableIdent::new(
@@ -548,7 +564,7 @@ impl Catalog {
             .runtime(runtime)
             .build()
             .map_err(|e| LakeError::iceberg(format!("opening {name}"), e))?;
-        Ok(Table::new(self.clone(), name, t, version))
+        Ok(Table::new(self.clone(), name, t, version, refs))
     }
 
     /// The location new tables get: `<warehouse>/<namespace>/<table>`.
@@ -627,7 +643,9 @@ impl Catalog {
                 metadata: changes
                     .into_iter()
                     .filter_map(|c| match c.kind {
-                        ChangeKind::Update(md) => Some((c.table.to_string(), Arc::new(*md))),
+                        ChangeKind::Update(md) => {
+                            Some((c.table.to_string(), (Arc::new(*md), c.refs)))
+                        }
                         _ => None,
                     })
                     .collect(),

@@ -160,6 +160,7 @@ impl iceberg::Catalog for Catalog {
             kind: ChangeKind::Update(Box::new(md)),
             snapshot_id: None,
             added_files: Vec::new(),
+            refs: None,
         };
         let committed = self
             .commit(
@@ -225,6 +226,7 @@ impl iceberg::Catalog for Catalog {
                 kind: ChangeKind::Drop,
                 snapshot_id: None,
                 added_files: Vec::new(),
+                refs: None,
             },
             TableChange {
                 table: to.clone(),
@@ -232,6 +234,7 @@ impl iceberg::Catalog for Catalog {
                 kind: ChangeKind::Register(t.metadata_location().to_string()),
                 snapshot_id: None,
                 added_files: Vec::new(),
+                refs: None,
             },
         ];
         self.commit(
@@ -261,6 +264,7 @@ impl iceberg::Catalog for Catalog {
             kind: ChangeKind::Register(metadata_location),
             snapshot_id: None,
             added_files: Vec::new(),
+            refs: None,
         };
         let c = self
             .commit(
@@ -289,6 +293,7 @@ impl iceberg::Catalog for Catalog {
             kind: ChangeKind::Update(Box::new(staged.metadata().clone())),
             snapshot_id: None,
             added_files: Vec::new(),
+            refs: None,
         };
         let c = self
             .commit(

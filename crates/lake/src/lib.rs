@@ -145,6 +145,7 @@ impl Catalog {
             kind: catalog::ChangeKind::Update(Box::new(md)),
             snapshot_id: None,
             added_files: Vec::new(),
+            refs: None,
         })
     }
 
@@ -306,6 +307,7 @@ impl Catalog {
             kind: catalog::ChangeKind::Drop,
             snapshot_id: None,
             added_files: Vec::new(),
+            refs: None,
         };
         Ok(self
             .commit(

@@ -80,6 +80,8 @@ impl Table {
                 kind: ChangeKind::Update(Box::new(built.metadata)),
                 snapshot_id: None,
                 added_files: Vec::new(),
+                // Expiry keeps every ref's head: the refs do not change.
+                refs: Some(std::sync::Arc::new(self.ref_entries().clone())),
             },
             expire,
         )))

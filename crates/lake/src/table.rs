@@ -138,11 +138,14 @@ pub struct Table {
     inner: IcebergTable,
     version: u64,
     /// Ref name -> (is a branch, snapshot id). iceberg-rust keeps its ref map private.
-    refs: Arc<BTreeMap<String, (bool, i64)>>,
+    refs: Arc<RefMap>,
 }
 
+/// Ref name -> (is a branch, snapshot id).
+pub(crate) type RefMap = BTreeMap<String, (bool, i64)>;
+
 /// The refs of a metadata, read through its serialised form (the map is private upstream).
-pub(crate) fn ref_map(md: &TableMetadata) -> BTreeMap<String, (bool, i64)> {
+pub(crate) fn ref_map(md: &TableMetadata) -> RefMap {
     let mut out = BTreeMap::new();
     if let Ok(v) = serde_json::to_value(md)
         && let Some(refs) = v.get("refs").and_then(|r| r.as_object())
@@ -179,8 +182,17 @@ impl Table {
         name: TableName,
         inner: IcebergTable,
         version: u64,
+        refs: Option<Arc<RefMap>>,
     ) -> Table {
-        let refs = Arc::new(ref_map(inner.metadata()));
+        // Serialising the metadata to read its refs costs more than the rest of loading it:
+        // writers pass the refs they just set. Debug builds check they agree.
+        let refs = match refs {
+            Some(r) => {
+                debug_assert_eq!(*r, ref_map(inner.metadata()), "refs passed for {name}");
+                r
+            }
+            None => Arc::new(ref_map(inner.metadata())),
+        };
         Table {
             catalog,
             name,
@@ -191,7 +203,7 @@ impl Table {
     }
 
     /// Ref name -> (is a branch, snapshot id).
-    pub(crate) fn ref_entries(&self) -> &BTreeMap<String, (bool, i64)> {
+    pub(crate) fn ref_entries(&self) -> &RefMap {
         &self.refs
     }
 
@@ -344,7 +356,7 @@ impl Table {
             .clone()
             .into_builder(Some(self.metadata_location().to_string()));
         // Track refs as the ops apply, so a later op sees an earlier one.
-        let mut refs: BTreeMap<String, (bool, i64)> = (*self.refs).clone();
+        let mut refs: RefMap = (*self.refs).clone();
         let need = |id: i64| -> Result<()> {
             if md.snapshot_by_id(id).is_none() {
                 return Err(LakeError::NoSuchSnapshot {
@@ -447,6 +459,7 @@ impl Table {
             kind: ChangeKind::Update(Box::new(built.metadata)),
             snapshot_id: None,
             added_files: Vec::new(),
+            refs: Some(Arc::new(refs)),
         })
     }
 }

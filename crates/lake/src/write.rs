@@ -532,6 +532,11 @@ impl Table {
             kind: ChangeKind::Update(Box::new(built.metadata)),
             snapshot_id: Some(snapshot_id),
             added_files: added.iter().map(|f| f.file_path().to_string()).collect(),
+            refs: Some(Arc::new({
+                let mut refs = self.ref_entries().clone();
+                refs.insert(branch.to_string(), (true, snapshot_id));
+                refs
+            })),
         })
     }
 

@@ -360,12 +360,38 @@ async fn a_handle_sees_other_writers_and_continues_from_its_own_commit() {
     assert_eq!(after.catalog_version(), done.version);
     assert!(a.table_after(&done, "bronze.other").unwrap().is_none());
 
+    // Ref changes too: the table after the commit has the refs a reader finds.
+    let head = after.head("main").unwrap();
+    let change = after
+        .stage_refs(&[
+            RefOp::CreateTag {
+                name: "first".into(),
+                snapshot_id: head,
+            },
+            RefOp::CreateBranch {
+                name: "audit".into(),
+                snapshot_id: head,
+            },
+        ])
+        .unwrap();
+    let tagged = a
+        .commit(vec![change], "refs", "tag", BTreeMap::new())
+        .await
+        .unwrap();
+    let after = a.table_after(&tagged, "bronze.t").unwrap().unwrap();
+    let read_back = b
+        .table_at_version("bronze.t", tagged.version)
+        .await
+        .unwrap();
+    assert_eq!(after.refs(), read_back.refs());
+    assert_eq!(after.refs().len(), 3);
+
     // B (another handle, as another process) commits on top; A's next look at the head sees it,
     // and a stage from A's stale table is refused as a conflict rather than losing B's rows.
     b.append("bronze.t", "main", &[batch(3..5, "d")], BTreeMap::new())
         .await
         .unwrap();
-    assert_eq!(a.head().await.unwrap().version, done.version + 1);
+    assert_eq!(a.head().await.unwrap().version, tagged.version + 1);
     let stale = after
         .stage_append("main", &[batch(5..6, "d")], BTreeMap::new())
         .await
