@@ -427,9 +427,14 @@ impl Catalog {
     }
 
     async fn list_max_version(&self) -> Result<u64> {
+        Ok(self.list_versions().await?.last().copied().unwrap_or(0))
+    }
+
+    /// The numbers of the versions in storage, ascending (expired ones leave gaps).
+    pub(crate) async fn list_versions(&self) -> Result<Vec<u64>> {
         let dir = storage::join(&self.inner.catalog_url, "versions");
         let listed = storage::list(self.stores(), &dir).await?;
-        Ok(listed
+        let mut out: Vec<u64> = listed
             .iter()
             .filter_map(|l| {
                 let name = l.location.rsplit('/').next()?;
@@ -438,8 +443,14 @@ impl Catalog {
                     .parse::<u64>()
                     .ok()
             })
-            .max()
-            .unwrap_or(0))
+            .collect();
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Delete the file of catalog version `n` (maintenance; never the newest).
+    pub(crate) async fn delete_version(&self, n: u64) -> Result<()> {
+        storage::delete(self.stores(), &self.version_location(n)).await
     }
 
     /// The newest catalog version.
@@ -447,12 +458,19 @@ impl Catalog {
         self.head_inner().await
     }
 
-    /// Every version from 1 to the newest, oldest first.
+    /// Every version still kept, oldest first, through the newest (versions removed by
+    /// [`Catalog::expire_versions`] are left out).
     pub async fn log(&self) -> Result<Vec<CatalogVersion>> {
         let head = self.head().await?;
-        let mut out = Vec::with_capacity(head.version as usize);
-        for n in 1..head.version {
-            out.push(self.version(n).await?);
+        let listed = self.list_versions().await?;
+        let mut out = Vec::with_capacity(listed.len());
+        for n in listed.into_iter().filter(|n| *n < head.version) {
+            match self.version(n).await {
+                Ok(v) => out.push(v),
+                // Expired by another handle between the listing and the read.
+                Err(LakeError::NoSuchVersion { .. }) => {}
+                Err(e) => return Err(e),
+            }
         }
         if head.version > 0 {
             out.push(head);

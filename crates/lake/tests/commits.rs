@@ -5,7 +5,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::{batch, ids, schema};
-use lake::{At, Catalog, Failpoint, LakeError, RefOp};
+use lake::{At, Catalog, ExpireOptions, Failpoint, LakeError, RefOp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_writers_one_winner_per_version_no_gaps_no_lost_update() {
@@ -410,4 +410,80 @@ async fn a_handle_sees_other_writers_and_continues_from_its_own_commit() {
         a.version(done.version).await.unwrap(),
         b.version(done.version).await.unwrap()
     );
+}
+
+#[tokio::test]
+async fn expiring_catalog_versions_lets_orphan_removal_free_what_expired_snapshots_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cat, wh) = (dir.path().join("catalog"), dir.path().join("warehouse"));
+    let c = Catalog::open_local(&cat, &wh).unwrap();
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    for k in 0..10i64 {
+        c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    let kept_for_time_travel = c.head().await.unwrap().version; // 11
+    for k in 10..20i64 {
+        c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    let opts = ExpireOptions {
+        older_than_ms: i64::MAX,
+        retain_last: 1,
+        protect: Vec::new(),
+    };
+    let expired = c.expire_snapshots("bronze.t", &opts).await.unwrap();
+    assert_eq!(expired.len(), 19);
+    let now = chrono::Utc::now().timestamp_millis() + 10_000;
+
+    // Every old version still names its metadata: expiry alone frees nothing.
+    let before = walk(&wh);
+    assert_eq!(c.remove_orphans(now, 0).await.unwrap().total(), 0);
+    assert_eq!(walk(&wh), before);
+
+    // Keep the newest version and one a reader still needs; the rest go.
+    let head = c.head().await.unwrap().version; // 22: create, 20 appends, expire
+    let removed = c.expire_versions(1, &[kept_for_time_travel]).await.unwrap();
+    let mut want: Vec<u64> = (1..head).collect();
+    want.retain(|v| *v != kept_for_time_travel);
+    assert_eq!(removed, want);
+    let log: Vec<u64> = c.log().await.unwrap().iter().map(|v| v.version).collect();
+    assert_eq!(log, vec![kept_for_time_travel, head]);
+    assert!(matches!(
+        c.version(3).await,
+        Err(LakeError::NoSuchVersion { version: 3, .. })
+    ));
+
+    // Now orphan removal frees the expired snapshots' files no kept version reaches (at
+    // least the manifest lists of snapshots 11..19; the protected version holds 1..10) ...
+    let report = c.remove_orphans(now, 0).await.unwrap();
+    assert!(report.total() >= 9, "{report:?}");
+    assert!(walk(&wh).len() < before.len());
+    // ... while the head reads every row, the protected version still time-travels, and a
+    // fresh handle (no memory of the log) finds the head and commits after it.
+    let t = c.table("bronze.t").await.unwrap();
+    assert_eq!(
+        ids(&t.scan(&At::Main).await.unwrap()),
+        (0..20).collect::<Vec<_>>()
+    );
+    let old = c
+        .table_at_version("bronze.t", kept_for_time_travel)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&old.scan(&At::Main).await.unwrap()),
+        (0..10).collect::<Vec<_>>()
+    );
+    let fresh = Catalog::open_local(&cat, &wh).unwrap();
+    let done = fresh
+        .append("bronze.t", "main", &[batch(20..21, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(done.version, head + 1);
+    // The newest version is never removed, whatever is asked.
+    let removed = c.expire_versions(0, &[]).await.unwrap();
+    assert!(!removed.contains(&(head + 1)));
+    assert_eq!(c.log().await.unwrap().len(), 1);
 }
