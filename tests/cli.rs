@@ -132,4 +132,26 @@ fn season_tap_query_and_a_crash_drill() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(err.contains("bronze.nope"), "{err}");
+
+    // Maintenance keeping only the newest catalog version: the log is one version long and
+    // the lake reads the same rows.
+    let tapped = count(d, lines, "audit");
+    let maintained = ok(
+        d,
+        &[
+            "maintain",
+            "--keep-versions",
+            "1",
+            "--orphan-grace-minutes",
+            "0",
+        ],
+    );
+    assert!(
+        maintained.contains("expired  catalog versions"),
+        "{maintained}"
+    );
+    let log: serde_json::Value =
+        serde_json::from_str(&ok(d, &["log", "--format", "json"])).expect("json log");
+    assert_eq!(log.as_array().map(Vec::len), Some(1), "{log}");
+    assert_eq!(count(d, lines, "audit"), tapped);
 }

@@ -123,6 +123,11 @@ enum Command {
     },
     /// Expire snapshots no branch or tag needs, then remove files no catalog version names.
     Maintain {
+        /// Also delete catalog versions older than the newest N, so that orphan removal frees
+        /// what expired snapshots held; `query --version` to a deleted version then fails.
+        /// Default: keep every version.
+        #[arg(long, value_name = "N")]
+        keep_versions: Option<u64>,
         /// Keep every snapshot younger than this many hours.
         #[arg(long, default_value_t = 168)]
         expire_older_than_hours: i64,
@@ -407,6 +412,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             )?;
         }
         Command::Maintain {
+            keep_versions,
             expire_older_than_hours,
             retain_last,
             orphan_grace_minutes,
@@ -425,6 +431,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     name.to_string(),
                     expired.len()
                 );
+            }
+            if let Some(keep) = keep_versions {
+                let removed = lake.expire_versions(*keep, &[]).await?;
+                match (removed.first(), removed.last()) {
+                    (Some(a), Some(b)) => say!(
+                        "expired  catalog versions {a}..={b} ({} versions)",
+                        removed.len()
+                    ),
+                    _ => say!("expired  no catalog version (keeping the newest {keep})"),
+                }
             }
             let report = lake
                 .remove_orphans(now, orphan_grace_minutes * 60_000)
