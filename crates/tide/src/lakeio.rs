@@ -320,7 +320,11 @@ pub(crate) struct LakeSink {
     names: Vec<Vec<String>>,
     /// Catalog commits of the targets.
     pub commits: u64,
+    /// What the daily tidy removed: catalog versions, and files no kept version reached.
+    pub versions_expired: u64,
+    pub files_removed: u64,
     pub t_flush: std::time::Duration,
+    pub t_tidy: std::time::Duration,
 }
 
 fn rfc3339(ms: i64) -> String {
@@ -364,7 +368,10 @@ impl LakeSink {
             catalog,
             names,
             commits: 0,
+            versions_expired: 0,
+            files_removed: 0,
             t_flush: std::time::Duration::ZERO,
+            t_tidy: std::time::Duration::ZERO,
         })
     }
 
@@ -470,6 +477,47 @@ impl Sink for LakeSink {
             m.consumed = stored;
         }
         self.t_flush += t0.elapsed();
+        self.tidy().await
+    }
+}
+
+impl LakeSink {
+    /// What a lake does between runs, once a simulated day: each target keeps only its newest
+    /// snapshot (the one whose summary carries the model's state), the catalog keeps only its
+    /// newest version, and the files no kept version reaches are removed. Without it every
+    /// expired bronze snapshot's metadata stays on disk (1.2 GB over ninety days). Removal
+    /// needs no grace period: this lake's only writer is this run, and it is between commits.
+    async fn tidy(&mut self) -> Result<(), TideError> {
+        let t0 = std::time::Instant::now();
+        let opts = ExpireOptions {
+            older_than_ms: i64::MAX,
+            retain_last: 1,
+            protect: Vec::new(),
+        };
+        let mut changes = Vec::new();
+        for name in self.names.iter().flatten() {
+            let table = self.catalog.table(name).await?;
+            if let Some((change, _)) = table.stage_expire(&opts)? {
+                changes.push(change);
+            }
+        }
+        if !changes.is_empty() {
+            self.catalog
+                .commit(
+                    changes,
+                    "expire-snapshots",
+                    "the model targets keep their newest snapshot",
+                    BTreeMap::new(),
+                )
+                .await?;
+        }
+        self.versions_expired += self.catalog.expire_versions(1, &[]).await?.len() as u64;
+        let removed = self
+            .catalog
+            .remove_orphans(chrono::Utc::now().timestamp_millis(), 0)
+            .await?;
+        self.files_removed += removed.total() as u64;
+        self.t_tidy += t0.elapsed();
         Ok(())
     }
 }

@@ -240,6 +240,8 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
         snapshots_read: bronze.stats.snapshots_read,
         target_tables: tables.iter().map(|t| t.name.clone()).collect(),
         target_commits: sink.commits,
+        catalog_versions_expired: sink.versions_expired,
+        files_removed: sink.files_removed,
         reconciliation_sql: sql,
     };
     let mut notes = notes;
@@ -259,6 +261,7 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
         expiry: bronze.stats.t_expire,
         model_reads: bronze.stats.t_read,
         target_commits: sink.t_flush,
+        tidy: sink.t_tidy,
         reconcile,
     };
     Ok(report)
