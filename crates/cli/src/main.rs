@@ -217,7 +217,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             // Wall clock goes to stderr: stdout is the same on every run.
             let t = &report.timings;
             eprintln!(
-                "tide: simulated in {:.1} s (loader commits {:.1} s, expiry {:.1} s, model reads {:.1} s, target commits {:.1} s, daily tidy {:.1} s), reconciled in {:.1} s",
+                "tide: simulated in {:.1} s (loader commits {:.1} s, expiry {:.1} s, model reads {:.1} s, target commits {:.1} s, tidying {:.1} s), reconciled in {:.1} s",
                 t.simulate.as_secs_f64(),
                 t.loader_commits.as_secs_f64(),
                 t.expiry.as_secs_f64(),

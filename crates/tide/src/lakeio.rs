@@ -320,7 +320,7 @@ pub(crate) struct LakeSink {
     names: Vec<Vec<String>>,
     /// Catalog commits of the targets.
     pub commits: u64,
-    /// What the daily tidy removed: catalog versions, and files no kept version reached.
+    /// What the weekly tidy removed: catalog versions, and files no kept version reached.
     pub versions_expired: u64,
     pub files_removed: u64,
     pub t_flush: std::time::Duration,
@@ -477,17 +477,23 @@ impl Sink for LakeSink {
             m.consumed = stored;
         }
         self.t_flush += t0.elapsed();
-        self.tidy().await
+        if self.commits.is_multiple_of(TIDY_EVERY_FLUSHES) {
+            self.tidy().await?;
+        }
+        Ok(())
     }
 }
 
+/// Tidy the lake every this many target commits (a simulated week), and at the end.
+const TIDY_EVERY_FLUSHES: u64 = 7;
+
 impl LakeSink {
-    /// What a lake does between runs, once a simulated day: each target keeps only its newest
+    /// What a lake does between runs, once a simulated week: each target keeps only its newest
     /// snapshot (the one whose summary carries the model's state), the catalog keeps only its
     /// newest version, and the files no kept version reaches are removed. Without it every
-    /// expired bronze snapshot's metadata stays on disk (1.2 GB over ninety days). Removal
+    /// expired bronze snapshot's metadata stays on disk (1.1 GB over ninety days). Removal
     /// needs no grace period: this lake's only writer is this run, and it is between commits.
-    async fn tidy(&mut self) -> Result<(), TideError> {
+    pub(crate) async fn tidy(&mut self) -> Result<(), TideError> {
         let t0 = std::time::Instant::now();
         let opts = ExpireOptions {
             older_than_ms: i64::MAX,

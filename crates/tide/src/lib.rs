@@ -180,6 +180,8 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
     );
     let t0 = std::time::Instant::now();
     let outcome = experiment::simulate(&plan, &mut bronze, &mut sink, &sim_bar).await?;
+    // Leave the lake as tidy as a lake between runs (the tidy also ran once a simulated week).
+    sink.tidy().await?;
     sim_bar.finish_and_clear();
     let simulate = t0.elapsed();
     let tables = sink.tables();

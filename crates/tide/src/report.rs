@@ -44,7 +44,7 @@ pub struct Timings {
     pub model_reads: std::time::Duration,
     /// Of which: committing the model targets.
     pub target_commits: std::time::Duration,
-    /// Of which: the daily tidy (expiry of target snapshots and catalog versions, orphans).
+    /// Of which: the weekly tidy (expiry of target snapshots and catalog versions, orphans).
     pub tidy: std::time::Duration,
     /// The reconciliation SQL.
     pub reconcile: std::time::Duration,
@@ -101,7 +101,7 @@ pub struct LakeReport {
     pub target_tables: Vec<String>,
     /// Catalog commits of the targets (each moves every target that kept rows).
     pub target_commits: u64,
-    /// The daily tidy: catalog versions dropped, and files no kept version reached removed.
+    /// The weekly tidy: catalog versions dropped, and files no kept version reached removed.
     pub catalog_versions_expired: u64,
     pub files_removed: u64,
     /// The reconciliation, as run over the lake.
@@ -662,7 +662,7 @@ pub fn render_table(r: &TideReport) -> String {
     ));
     if let Some(l) = &r.lake {
         out.push_str(&format!(
-            ": {} bronze snapshots in {}, {} expired along the way (never more than {} held at once); the models made {} incremental reads over {} snapshots.\nOnce a simulated day the lake was tidied: {} catalog versions dropped, {} files no kept version reached removed.\n",
+            ": {} bronze snapshots in {}, {} expired along the way (never more than {} held at once); the models made {} incremental reads over {} snapshots.\nOnce a simulated week and at the end the lake was tidied: {} catalog versions dropped, {} files no kept version reached removed.\n",
             n(l.loader_commits),
             l.bronze_table,
             n(l.snapshots_expired),

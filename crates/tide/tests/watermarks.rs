@@ -131,7 +131,7 @@ async fn on_the_lake_a_timestamp_mark_drops_long_transactions_and_a_snapshot_mar
     assert!(expired > commits / 2);
     assert!(max_retained < 64, "{max_retained} snapshots held at once");
 
-    // The daily tidy kept the lake's disk bounded: one catalog version left, nothing on disk
+    // The tidy kept the lake's disk bounded: one catalog version left, nothing on disk
     // that it does not reach.
     let tidy = on_lake
         .lake
