@@ -167,6 +167,13 @@ pub struct TideArgs {
     #[arg(long, value_name = "DIR")]
     pub lake_dir: Option<PathBuf>,
 
+    /// Keep the lake's whole history: every catalog version and every metadata file (to look
+    /// back through it with `--lake-dir`). By default the lake is tidied once a simulated week
+    /// and at the end — targets keep their newest snapshot, the catalog its newest version, and
+    /// files nothing kept reaches are removed — so its disk holds the data, not the history.
+    #[arg(long)]
+    pub keep_history: bool,
+
     /// Output: a table for people or JSON for machines.
     #[arg(long, value_enum, default_value_t = TideFormat::Table)]
     pub format: TideFormat,
@@ -191,6 +198,7 @@ impl Default for TideArgs {
             seed: DEFAULT_SEED,
             start: NaiveDate::from_ymd_opt(2026, 6, 3).unwrap_or_default(),
             lake_dir: None,
+            keep_history: false,
             format: TideFormat::Table,
         }
     }

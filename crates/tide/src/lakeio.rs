@@ -320,6 +320,8 @@ pub(crate) struct LakeSink {
     names: Vec<Vec<String>>,
     /// Catalog commits of the targets.
     pub commits: u64,
+    /// Tidy the lake once a simulated week ([`LakeSink::tidy`]).
+    pub tidy: bool,
     /// What the weekly tidy removed: catalog versions, and files no kept version reached.
     pub versions_expired: u64,
     pub files_removed: u64,
@@ -368,6 +370,7 @@ impl LakeSink {
             catalog,
             names,
             commits: 0,
+            tidy: true,
             versions_expired: 0,
             files_removed: 0,
             t_flush: std::time::Duration::ZERO,
@@ -477,7 +480,7 @@ impl Sink for LakeSink {
             m.consumed = stored;
         }
         self.t_flush += t0.elapsed();
-        if self.commits.is_multiple_of(TIDY_EVERY_FLUSHES) {
+        if self.tidy && self.commits.is_multiple_of(TIDY_EVERY_FLUSHES) {
             self.tidy().await?;
         }
         Ok(())
@@ -494,6 +497,9 @@ impl LakeSink {
     /// expired bronze snapshot's metadata stays on disk (1.1 GB over ninety days). Removal
     /// needs no grace period: this lake's only writer is this run, and it is between commits.
     pub(crate) async fn tidy(&mut self) -> Result<(), TideError> {
+        if !self.tidy {
+            return Ok(());
+        }
         let t0 = std::time::Instant::now();
         let opts = ExpireOptions {
             older_than_ms: i64::MAX,

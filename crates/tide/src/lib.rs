@@ -172,6 +172,7 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
     };
     let mut bronze = lakeio::LakeBronze::create(catalog.clone()).await?;
     let mut sink = lakeio::LakeSink::create(catalog.clone(), &plan).await?;
+    sink.tidy = !args.keep_history;
 
     let sim_bar = bar(
         progress,
@@ -242,6 +243,7 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
         snapshots_read: bronze.stats.snapshots_read,
         target_tables: tables.iter().map(|t| t.name.clone()).collect(),
         target_commits: sink.commits,
+        tidied: sink.tidy,
         catalog_versions_expired: sink.versions_expired,
         files_removed: sink.files_removed,
         reconciliation_sql: sql,

@@ -101,6 +101,8 @@ pub struct LakeReport {
     pub target_tables: Vec<String>,
     /// Catalog commits of the targets (each moves every target that kept rows).
     pub target_commits: u64,
+    /// False with `--keep-history`: the lake was never tidied.
+    pub tidied: bool,
     /// The weekly tidy: catalog versions dropped, and files no kept version reached removed.
     pub catalog_versions_expired: u64,
     pub files_removed: u64,
@@ -662,16 +664,23 @@ pub fn render_table(r: &TideReport) -> String {
     ));
     if let Some(l) = &r.lake {
         out.push_str(&format!(
-            ": {} bronze snapshots in {}, {} expired along the way (never more than {} held at once); the models made {} incremental reads over {} snapshots.\nOnce a simulated week and at the end the lake was tidied: {} catalog versions dropped, {} files no kept version reached removed.\n",
+            ": {} bronze snapshots in {}, {} expired along the way (never more than {} held at once); the models made {} incremental reads over {} snapshots.\n",
             n(l.loader_commits),
             l.bronze_table,
             n(l.snapshots_expired),
             n(l.max_snapshots_retained),
             n(l.incremental_reads),
             n(l.snapshots_read),
-            n(l.catalog_versions_expired),
-            n(l.files_removed)
         ));
+        if l.tidied {
+            out.push_str(&format!(
+                "Once a simulated week and at the end the lake was tidied: {} catalog versions dropped, {} files no kept version reached removed.\n",
+                n(l.catalog_versions_expired),
+                n(l.files_removed)
+            ));
+        } else {
+            out.push_str("The lake kept its whole history (--keep-history): every catalog version and metadata file.\n");
+        }
     } else {
         out.push_str(" (in-memory reference run, no lake).\n");
     }
