@@ -434,7 +434,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             if let Some(keep) = keep_versions {
-                let removed = lake.expire_versions(*keep, &[]).await?;
+                let removed = lake.expire_versions(*keep).await?;
                 match (removed.first(), removed.last()) {
                     (Some(a), Some(b)) => say!(
                         "expired  catalog versions {a}..={b} ({} versions)",

@@ -409,13 +409,28 @@ impl Catalog {
             }
         }
         // The hint may lag (writers update it after they commit): walk forward to the end.
-        let mut last: Option<(u64, Bytes)> = None;
-        while let Some(b) = self.exists_version(n + 1).await? {
-            n += 1;
-            last = Some((n, b));
-        }
-        if let Some((n, b)) = last {
-            current = Some(Arc::new(parse_version(&self.version_location(n), &b, n)?));
+        for attempt in 0..2 {
+            let mut last: Option<(u64, Bytes)> = None;
+            while let Some(b) = self.exists_version(n + 1).await? {
+                n += 1;
+                last = Some((n, b));
+            }
+            if let Some((n, b)) = last {
+                current = Some(Arc::new(parse_version(&self.version_location(n), &b, n)?));
+                break;
+            }
+            // Nothing after `n`: `n` is the head, unless `n` itself was expired (versions are
+            // dropped oldest first and never the head, so the log then goes on above a gap).
+            if attempt == 1 || n == 0 || self.version_exists(n).await? {
+                break;
+            }
+            n = self.list_max_version().await?;
+            current = match self.exists_version(n).await? {
+                Some(b) if n > 0 => {
+                    Some(Arc::new(parse_version(&self.version_location(n), &b, n)?))
+                }
+                _ => None,
+            };
         }
         match current {
             Some(v) => {
@@ -424,6 +439,12 @@ impl Catalog {
             }
             None => Ok(CatalogVersion::empty()),
         }
+    }
+
+    async fn version_exists(&self, n: u64) -> Result<bool> {
+        Ok(storage::read_head(self.stores(), &self.version_location(n))
+            .await?
+            .is_some())
     }
 
     async fn list_max_version(&self) -> Result<u64> {
@@ -817,6 +838,12 @@ impl Catalog {
             serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
         let location = self.version_location(next.version);
         if !storage::put_if_absent(self.stores(), &location, Bytes::from(bytes)).await? {
+            return Ok(None);
+        }
+        // The version before ours gone means the log moved past it and expired it while this
+        // writer was staging: ours landed in the expired prefix. Take it back and retry.
+        if next.version > 1 && !self.version_exists(next.version - 1).await? {
+            let _ = storage::delete(self.stores(), &location).await;
             return Ok(None);
         }
         // Best effort: the hint only speeds up finding the head.

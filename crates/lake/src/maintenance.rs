@@ -106,21 +106,24 @@ impl OrphanReport {
 
 impl Catalog {
     /// Delete catalog versions older than the newest `retain_last` (at least the newest is
-    /// always kept), except the versions in `protect` (the ones a publish or a reader still
-    /// names). Returns the versions removed, oldest first.
+    /// always kept), oldest first. Returns the versions removed.
+    ///
+    /// What is kept is always a contiguous run ending at the head: a handle that last saw a
+    /// removed version finds the head by listing, and a writer whose version lands below a
+    /// removed one takes it back and retries. (Keeping chosen old versions — the ones a
+    /// publish names — would break that run; it waits for the publish issue.)
     ///
     /// This is what lets [`Catalog::remove_orphans`] free disk: it keeps every file any kept
     /// version's metadata reaches, so the metadata files, manifest lists and manifests of
     /// expired snapshots stay on disk for as long as an old version names them. Time travel to
     /// a removed version ([`Catalog::version`], `--version N`) is then a
     /// [`LakeError::NoSuchVersion`].
-    pub async fn expire_versions(&self, retain_last: u64, protect: &[u64]) -> Result<Vec<u64>> {
+    pub async fn expire_versions(&self, retain_last: u64) -> Result<Vec<u64>> {
         let head = self.head().await?;
         let cutoff = head.version.saturating_sub(retain_last.max(1));
-        let protect: HashSet<u64> = protect.iter().copied().collect();
         let mut removed = Vec::new();
         for n in self.list_versions().await? {
-            if n > cutoff || n >= head.version || protect.contains(&n) {
+            if n > cutoff || n >= head.version {
                 continue;
             }
             self.delete_version(n).await?;

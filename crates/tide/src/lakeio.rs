@@ -523,7 +523,7 @@ impl LakeSink {
                 )
                 .await?;
         }
-        self.versions_expired += self.catalog.expire_versions(1, &[]).await?.len() as u64;
+        self.versions_expired += self.catalog.expire_versions(1).await?.len() as u64;
         let removed = self
             .catalog
             .remove_orphans(chrono::Utc::now().timestamp_millis(), 0)
