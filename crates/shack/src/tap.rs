@@ -217,18 +217,8 @@ fn as_of(t: &DateTime<Utc>) -> String {
     }
 }
 
-/// `43035` → `43,035`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+/// `43035` → `43,035` (the season generator's grouping, so both reports agree).
+pub use sugarbush::thousands;
 
 fn human_duration(secs: u64) -> String {
     match secs {

@@ -45,7 +45,7 @@ pub use landing::{
     LandedFile, LandingName, landed, landing_digest, landing_dir, parse_landing_name, truth_dir,
 };
 pub use progress::{NoProgress, Progress};
-pub use season::MAX_SCALE;
+pub use season::{MAX_SCALE, thousands};
 pub use source::{Source, UnknownSource};
 pub use truth::{
     Awaiting, AwaitingTruth, Currency, DailyTruth, FaultCounts, FxRateTruth, FxSummary,

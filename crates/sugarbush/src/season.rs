@@ -1390,7 +1390,8 @@ fn plan_deliveries(rng: &mut Rng, created_ms: i64) -> Vec<Attempt> {
     attempts
 }
 
-fn thousands(n: u64) -> String {
+/// `43035` → `43,035`: digit grouping for reports (the tap's and the season's).
+pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
