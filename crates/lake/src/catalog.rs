@@ -166,9 +166,6 @@ pub(crate) struct Inner {
     pub(crate) warehouse_url: String,
     pub(crate) file_io: FileIO,
     failpoint: Mutex<Option<Failpoint>>,
-    /// The newest version this handle has seen: where to start looking next time (the log
-    /// only grows, so walking forward from here always finds the head).
-    seen: std::sync::atomic::AtomicU64,
     /// The newest version this handle read or wrote. Versions never change once written, so
     /// finding the head again costs one probe for the version after it.
     newest: Mutex<Option<Arc<CatalogVersion>>>,
@@ -269,7 +266,6 @@ impl Catalog {
                 warehouse_url,
                 file_io,
                 failpoint: Mutex::new(None),
-                seen: std::sync::atomic::AtomicU64::new(0),
                 newest: Mutex::new(None),
             }),
         }
@@ -359,9 +355,6 @@ impl Catalog {
 
     /// Remember `v` if it is newer than what this handle knows.
     fn remember(&self, v: Arc<CatalogVersion>) {
-        self.inner
-            .seen
-            .fetch_max(v.version, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut g) = self.inner.newest.lock()
             && g.as_ref().is_none_or(|old| old.version < v.version)
         {
@@ -375,16 +368,11 @@ impl Catalog {
         let mut current: Option<Arc<CatalogVersion>> = self.newest();
         let mut n = current.as_ref().map(|v| v.version).unwrap_or(0);
         if current.is_none() {
-            let seen = self.inner.seen.load(std::sync::atomic::Ordering::Relaxed);
-            let hint = if seen > 0 {
-                Some(seen)
-            } else {
-                match storage::read_optional(self.stores(), &self.hint_location()).await? {
-                    Some(b) => std::str::from_utf8(&b)
-                        .ok()
-                        .and_then(|s| s.trim().parse::<u64>().ok()),
-                    None => None,
-                }
+            let hint = match storage::read_optional(self.stores(), &self.hint_location()).await? {
+                Some(b) => std::str::from_utf8(&b)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok()),
+                None => None,
             };
             n = match hint {
                 Some(h) => h,
