@@ -61,6 +61,15 @@ pub struct CatalogVersion {
     /// The tables this version changed.
     #[serde(default)]
     pub changed: Vec<String>,
+    /// A unique id of the commit that wrote this version: a writer whose put failed or timed
+    /// out reads the version back and knows by this id whether it was its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_id: Option<String>,
+    /// SHA-256 (hex) of the exact bytes of version `version - 1`, so the log is a hash chain:
+    /// `verify` checks every kept version against the one before it. `None` for version 1 and
+    /// for versions written before the chain existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_sha256: Option<String>,
 }
 
 impl CatalogVersion {
@@ -75,6 +84,8 @@ impl CatalogVersion {
             namespaces: BTreeMap::new(),
             tables: BTreeMap::new(),
             changed: Vec::new(),
+            commit_id: None,
+            previous_sha256: None,
         }
     }
 }

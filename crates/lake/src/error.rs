@@ -149,6 +149,41 @@ pub enum LakeError {
     #[error("{0}")]
     DataFusion(Box<datafusion::error::DataFusionError>),
 
+    /// A write aimed at a tag: only branches take snapshots.
+    #[error("table {table}: {name:?} is a tag; only branches take writes")]
+    WriteToTag { table: String, name: String },
+
+    /// `main` is what readers see: it can be moved, never removed.
+    #[error("table {table}: the main branch cannot be removed")]
+    CannotRemoveMain { table: String },
+
+    /// A commit names a data file that is not in storage (a lost upload, an over-eager sweep).
+    #[error("commit to {table} refused: its data file {file} is missing")]
+    MissingDataFile { table: String, file: String },
+
+    /// One catalog commit carries two changes to the same table.
+    #[error("one commit changes table {table} twice")]
+    ChangedTwice { table: String },
+
+    /// Table metadata of a format version this build does not write correctly.
+    #[error(
+        "table {table} ({location}) is Iceberg format v{found}; sugarshack reads and writes v2 only"
+    )]
+    UnsupportedTableFormat {
+        table: String,
+        location: String,
+        found: u8,
+    },
+
+    /// A write that cannot honour the table's delete files (position or equality deletes).
+    #[error("table {table}: {detail}")]
+    DeleteFilesUnsupported { table: String, detail: String },
+
+    /// The catalog store failed in a way that leaves a commit's outcome unknown, and reading the
+    /// log back could not settle it. Nothing written was deleted; re-read the log before retrying.
+    #[error("the outcome of the commit of catalog version {version} is unknown: {detail}")]
+    CommitOutcomeUnknown { version: u64, detail: String },
+
     /// A failure injected on purpose by a test or a crash drill.
     #[error("injected failure at {0}")]
     Injected(&'static str),
