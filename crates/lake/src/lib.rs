@@ -28,6 +28,7 @@
 
 mod catalog;
 mod error;
+pub mod faults;
 mod iceberg_catalog;
 mod maintenance;
 mod read;
