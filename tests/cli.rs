@@ -1,11 +1,13 @@
 //! End to end through the `sugarshack` binary, as a user runs it: generate the season, tap it
 //! into bronze, look inside, survive a crash between the data files and the commit.
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
 fn sugarshack(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sugarshack"));
+    let mut cmd = Command::new(support::program());
     cmd.current_dir(dir)
         .args(args)
         .env_remove("SUGARSHACK_FAILPOINT");
@@ -154,4 +156,75 @@ fn season_tap_query_and_a_crash_drill() {
         serde_json::from_str(&ok(d, &["log", "--format", "json"])).expect("json log");
     assert_eq!(log.as_array().map(Vec::len), Some(1), "{log}");
     assert_eq!(count(d, lines, "audit"), tapped);
+    let verified = ok(d, &["verify"]);
+    assert!(verified.contains("no problems"), "{verified}");
+}
+
+/// A lake in a folder whose path holds a space and a non-ASCII letter: maintenance with no
+/// grace must keep every live file (it once compared decoded paths with percent-encoded
+/// locations and deleted them all), and `verify` finds every file it should.
+#[test]
+fn maintenance_in_a_path_with_a_space_and_an_accent_keeps_every_live_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("My Lake").join("Café");
+    std::fs::create_dir_all(&d).unwrap();
+    ok(&d, &["sugarbush"]);
+    ok(&d, &["tap", "--through", "2026-08-20"]);
+    let lines = "select count(*) as n from (select _line from bronze.orders union all select _line from bronze.payments \
+                 union all select _line from bronze.fx_rates union all select _line from bronze.settlements)";
+    let tapped = count(&d, lines, "audit");
+    assert_eq!(tapped, landed_lines(&d, "2026-08-20T23:59:59Z"));
+
+    let maintained = ok(&d, &["maintain", "--orphan-grace-minutes", "0"]);
+    assert!(
+        maintained.contains("removed 0 orphan files"),
+        "{maintained}"
+    );
+    assert_eq!(count(&d, lines, "audit"), tapped, "every row still reads");
+    let verified = ok(&d, &["verify"]);
+    assert!(verified.contains("no problems"), "{verified}");
+
+    // Damage: a live data file goes missing. verify names it and exits non-zero.
+    let data = d
+        .join("warehouse")
+        .join("bronze")
+        .join("payments")
+        .join("data");
+    let victim = walk_files(&data)
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a parquet file of bronze.payments");
+    std::fs::remove_file(&victim).unwrap();
+    let damaged = sugarshack(&d, &["verify"], &[]);
+    assert!(
+        !damaged.status.success(),
+        "verify must fail on a missing file"
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&damaged.stdout),
+        String::from_utf8_lossy(&damaged.stderr)
+    );
+    let file_name = victim.file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        said.contains(&file_name),
+        "verify names {file_name}:\n{said}"
+    );
+}
+
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
 }

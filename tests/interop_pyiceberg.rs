@@ -4,6 +4,8 @@
 //! Needs a Python with pyiceberg: `$SUGARSHACK_PYTHON`, or `.venv/bin/python` at the workspace
 //! root (`.ci/run` creates it; the README shows the one-line set-up).
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -44,7 +46,7 @@ fn python() -> PathBuf {
     if let Ok(p) = std::env::var("SUGARSHACK_PYTHON") {
         return PathBuf::from(p);
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
+    support::package_dir().join("../.venv/bin/python")
 }
 
 fn read_with_pyiceberg(metadata_location: &str) -> Value {

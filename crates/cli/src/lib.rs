@@ -1,6 +1,9 @@
 //! `sugarshack`: the command line. Thin by design — it parses arguments, calls the library
 //! crates (`lake`, `sugarbush`, `shack`, `tide`) and prints what they return: tables that line up
 //! for people, JSON on request for machines. Errors are one line that names the problem.
+//!
+//! It owns no lake logic. The whole program is [`main`], a library function, so that the binary
+//! (`src/main.rs`) and the end-to-end tests' copy of it (`tests/bin/`) are one code.
 
 /// `println!` that returns an error instead of panicking when stdout is closed (`| head`).
 macro_rules! say {
@@ -33,6 +36,7 @@ use crate::output::Format;
 #[derive(Parser, Debug)]
 #[command(
     name = "sugarshack",
+    bin_name = "sugarshack",
     version,
     about = "A local-first Iceberg lakehouse: tap, boil, grade, publish"
 )]
@@ -138,6 +142,13 @@ enum Command {
         /// flight loses its files.
         #[arg(long, default_value_t = 60)]
         orphan_grace_minutes: i64,
+    },
+    /// Check the whole lake, like `git fsck`: every kept catalog version parses and chains to
+    /// the one before it; every file they reach exists with its recorded size. Exits non-zero
+    /// when anything is wrong, naming each problem.
+    Verify {
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
     },
     /// The catalog's log of versions, newest last.
     Log {
@@ -456,6 +467,54 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 orphan_grace_minutes
             );
         }
+        Command::Verify { format } => {
+            let lake = open(&cli)?;
+            let report = lake.verify().await?;
+            if *format == Format::Json {
+                say!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                let versions = match (report.versions.first(), report.versions.last()) {
+                    (Some(a), Some(b)) => {
+                        format!("{} catalog versions ({a}..={b})", report.versions.len())
+                    }
+                    _ => "no catalog versions".to_string(),
+                };
+                say!(
+                    "checked  {versions}: {} chained to the one before, {} without a recorded hash",
+                    report.versions_chained,
+                    report.versions_unchained.len()
+                );
+                for (kind, n) in &report.checked {
+                    say!("checked  {n:>8}  {kind}");
+                }
+                for p in &report.problems {
+                    let whose = match (&p.table, p.version) {
+                        (Some(t), Some(v)) => format!(" ({t}, catalog version {v})"),
+                        (Some(t), None) => format!(" ({t})"),
+                        (None, Some(v)) => format!(" (catalog version {v})"),
+                        (None, None) => String::new(),
+                    };
+                    say!(
+                        "PROBLEM  {:<14} {}{whose}: {}",
+                        p.kind,
+                        p.location,
+                        p.detail
+                    );
+                }
+                if report.is_clean() {
+                    say!("no problems");
+                } else {
+                    say!("{} problems", report.problems.len());
+                }
+            }
+            if !report.is_clean() {
+                anyhow::bail!(
+                    "verify found {} problems in the lake at {}",
+                    report.problems.len(),
+                    report.catalog
+                );
+            }
+        }
         Command::Log { format } => {
             let lake = open(&cli)?;
             let mut rows = Vec::new();
@@ -479,7 +538,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn main() -> ExitCode {
+/// The `sugarshack` program: parse the process's arguments, run the command, report errors on
+/// stderr as one line. The exit code is what a scheduler acts on.
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,0 +1,39 @@
+//! Shared by every end-to-end test binary: the program under test, and the canary that fails
+//! loudly when a test binary was built from another checkout than the one it runs in.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// The `sugarshack` program built from this checkout.
+pub fn program() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_sugarshack-e2e"))
+}
+
+/// This package's folder in the checkout the tests run in (cargo and nextest set it at run
+/// time; the compile-time value is only compared against it, never used).
+pub fn package_dir() -> PathBuf {
+    match std::env::var_os("CARGO_MANIFEST_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            panic!("CARGO_MANIFEST_DIR is not set: run the tests with cargo test or cargo nextest")
+        }
+    }
+}
+
+/// The canary: the folder this test binary was compiled from must be the one it runs in. A
+/// build directory shared by several checkouts once ran tests compiled from another checkout;
+/// if that ever happens again, every test binary fails here, by name.
+#[test]
+fn built_from_this_checkout() {
+    let compiled = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let running = std::fs::canonicalize(package_dir()).unwrap_or_else(|_| package_dir());
+    assert_eq!(
+        compiled,
+        running,
+        "this test binary was compiled from {} but runs in {}: stale build from another checkout",
+        compiled.display(),
+        running.display()
+    );
+}
