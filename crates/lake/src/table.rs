@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use arrow_schema::SchemaRef;
 use iceberg::spec::{
-    MAIN_BRANCH, SnapshotReference, SnapshotRetention, TableMetadata, TableMetadataBuilder,
+    FormatVersion, MAIN_BRANCH, SnapshotReference, SnapshotRetention, TableMetadata,
+    TableMetadataBuilder,
 };
 use iceberg::table::Table as IcebergTable;
 use serde::Serialize;
@@ -249,6 +250,20 @@ impl Table {
         Ok(Arc::new(s))
     }
 
+    /// Refuse writes and ref changes to a table that is not Iceberg format v2: the writer builds
+    /// v2 manifests and snapshots, which a v1 or v3 table must not be given. Reads stay allowed.
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        let found = self.metadata().format_version();
+        if found != FormatVersion::V2 {
+            return Err(LakeError::UnsupportedTableFormat {
+                table: self.name.to_string(),
+                location: self.metadata_location().to_string(),
+                found: found as u8,
+            });
+        }
+        Ok(())
+    }
+
     /// The snapshot a ref points at, if the ref exists.
     pub fn head(&self, ref_name: &str) -> Option<i64> {
         self.refs.get(ref_name).map(|r| r.1)
@@ -350,6 +365,7 @@ impl Table {
 
     /// Stage ref changes (branch, tag, fast-forward, reset, remove) without committing.
     pub fn stage_refs(&self, ops: &[RefOp]) -> Result<TableChange> {
+        self.check_writable()?;
         let table = self.name.to_string();
         let md = self.metadata();
         let mut b: TableMetadataBuilder = md
@@ -435,9 +451,9 @@ impl Table {
                 }
                 RefOp::Remove { name } => {
                     if name == MAIN_BRANCH {
-                        return Err(LakeError::Other(format!(
-                            "{table}: the main branch cannot be removed"
-                        )));
+                        return Err(LakeError::CannotRemoveMain {
+                            table: table.clone(),
+                        });
                     }
                     if refs.remove(name).is_none() {
                         return Err(LakeError::NoSuchRef {

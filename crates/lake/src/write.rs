@@ -145,6 +145,7 @@ impl Table {
     /// Write rows as new Parquet data files under the table (split by partition). Nothing is
     /// committed: until a snapshot names them, no reader sees these files.
     pub async fn write_data_files(&self, batches: &[RecordBatch]) -> Result<Vec<DataFile>> {
+        self.check_writable()?;
         let name = self.name().to_string();
         let md = self.metadata();
         let schema = md.current_schema().clone();
@@ -247,10 +248,12 @@ impl Table {
         let ice = |e: iceberg::Error| {
             LakeError::iceberg(format!("committing to {name} branch {branch}"), e)
         };
+        self.check_writable()?;
         if self.head(branch).is_some() && !self.is_branch(branch) {
-            return Err(LakeError::Other(format!(
-                "{name}: {branch:?} is a tag; only branches take writes"
-            )));
+            return Err(LakeError::WriteToTag {
+                table: name.clone(),
+                name: branch.to_string(),
+            });
         }
         let md = self.metadata();
         let file_io = self.catalog().file_io().clone();
