@@ -224,7 +224,12 @@ impl Catalog {
             .await
     }
 
-    async fn commit_files(
+    /// Commit `files`, written with `table` (the handle they were written with), to `branch`,
+    /// removing what `replace` names. When another writer moved the table first, the snapshot
+    /// is re-staged on the new head and retried; a replace is only retried when no data file
+    /// added to the branch since the snapshot it first read holds rows it would remove
+    /// ([`Table::check_no_conflicting_data`]), else it fails with [`LakeError::Conflict`].
+    pub async fn commit_files(
         &self,
         mut table: Table,
         branch: &str,
@@ -235,10 +240,30 @@ impl Catalog {
     ) -> Result<SnapshotCommit> {
         let name = table.name().to_string();
         let name = name.as_str();
+        // What the first attempt reads: the branch head (main's for a new branch), and the
+        // partition spec the files were written with.
+        let base = table
+            .head(branch)
+            .or_else(|| table.head(iceberg::spec::MAIN_BRANCH));
+        let spec_id = table.metadata().default_partition_spec_id();
         let mut last_err = None;
         for attempt in 0..WRITE_RETRIES {
             if attempt > 0 {
                 table = self.table(name).await?;
+                if table.metadata().default_partition_spec_id() != spec_id {
+                    return Err(LakeError::Conflict {
+                        table: name.to_string(),
+                        detail: format!(
+                            "its default partition spec changed from {spec_id} to {} while this writer wrote files for it; write them again",
+                            table.metadata().default_partition_spec_id()
+                        ),
+                    });
+                }
+                if let Some(replace) = replace {
+                    table
+                        .check_no_conflicting_data(branch, base, replace)
+                        .await?;
+                }
             }
             let change = table
                 .stage_files(branch, files.clone(), replace, properties.clone())

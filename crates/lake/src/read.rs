@@ -2,7 +2,7 @@
 //! snapshots of one branch — the rows its ancestry added, which is what makes snapshot ids
 //! watermarks.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -176,16 +176,21 @@ impl Table {
         after: Option<i64>,
         through: Option<i64>,
     ) -> Result<Incremental> {
+        let name = self.name().to_string();
         let snaps = self.snapshots_between(branch, after, through)?;
         let through = snaps.last().map(|s| s.snapshot_id).or(after);
         let mut parts = Vec::with_capacity(snaps.len());
         for s in snaps {
-            let files = self.files_added_by(&s).await?;
-            let batches = if files.is_empty() {
-                Vec::new()
-            } else {
-                self.read_data_files(&files).await?
-            };
+            check_append(&name, &s)?;
+            // Each file is read in the partition spec of the manifest that added it.
+            let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
+            for (f, spec_id) in self.files_added_in(s.snapshot_id).await? {
+                by_spec.entry(spec_id).or_default().push(f);
+            }
+            let mut batches = Vec::new();
+            for (spec_id, files) in by_spec {
+                batches.extend(self.read_data_files_in_spec(spec_id, &files).await?);
+            }
             parts.push(AddedBy {
                 snapshot: s,
                 batches,
@@ -200,24 +205,28 @@ impl Table {
 
     /// The data files one append snapshot added.
     pub async fn files_added_by(&self, s: &SnapshotInfo) -> Result<Vec<DataFile>> {
+        check_append(&self.name().to_string(), s)?;
+        Ok(self
+            .files_added_in(s.snapshot_id)
+            .await?
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect())
+    }
+
+    /// The data files snapshot `snapshot_id` added (of any operation), each with the partition
+    /// spec of the manifest that lists it.
+    pub(crate) async fn files_added_in(&self, snapshot_id: i64) -> Result<Vec<(DataFile, i32)>> {
         let name = self.name().to_string();
-        if s.operation != Operation::Append.as_str() {
-            return Err(LakeError::NotAppendOnly {
-                table: name,
-                snapshot_id: s.snapshot_id,
-                operation: s.operation.clone(),
-            });
-        }
         let ice = |e: iceberg::Error| {
-            LakeError::iceberg(format!("reading snapshot {} of {name}", s.snapshot_id), e)
+            LakeError::iceberg(format!("reading snapshot {snapshot_id} of {name}"), e)
         };
-        let snap = self
-            .metadata()
-            .snapshot_by_id(s.snapshot_id)
-            .ok_or_else(|| LakeError::NoSuchSnapshot {
+        let snap = self.metadata().snapshot_by_id(snapshot_id).ok_or_else(|| {
+            LakeError::NoSuchSnapshot {
                 table: name.clone(),
-                snapshot_id: s.snapshot_id,
-            })?;
+                snapshot_id,
+            }
+        })?;
         let list = self
             .iceberg()
             .manifest_list_reader(snap)
@@ -228,7 +237,7 @@ impl Table {
         let mut seen = HashSet::new();
         for mf in list.entries() {
             if mf.content != ManifestContentType::Data
-                || mf.added_snapshot_id != s.snapshot_id
+                || mf.added_snapshot_id != snapshot_id
                 || mf.added_files_count == Some(0)
             {
                 continue;
@@ -239,15 +248,27 @@ impl Table {
                 .map_err(ice)?;
             for e in m.entries() {
                 if e.status() == ManifestStatus::Added
-                    && e.snapshot_id() == Some(s.snapshot_id)
+                    && e.snapshot_id() == Some(snapshot_id)
                     && seen.insert(e.data_file().file_path().to_string())
                 {
-                    out.push(e.data_file().clone());
+                    out.push((e.data_file().clone(), mf.partition_spec_id));
                 }
             }
         }
         Ok(out)
     }
+}
+
+/// Incremental reads only cross appends.
+fn check_append(table: &str, s: &SnapshotInfo) -> Result<()> {
+    if s.operation != Operation::Append.as_str() {
+        return Err(LakeError::NotAppendOnly {
+            table: table.to_string(),
+            snapshot_id: s.snapshot_id,
+            operation: s.operation.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// Give a batch the table's Arrow types: iceberg-rust hands identity-partition columns back

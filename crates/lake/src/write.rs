@@ -14,9 +14,10 @@ use arrow_schema::SchemaRef;
 use futures::TryStreamExt;
 use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::spec::{
-    DataFile, DataFileFormat, ManifestContentType, ManifestFile, ManifestListWriter,
-    ManifestStatus, ManifestWriterBuilder, Operation, Snapshot, SnapshotSummaryCollector, Struct,
-    Summary, TableMetadata,
+    DataFile, DataFileFormat, Datum, FieldSummary, Literal, ManifestContentType, ManifestFile,
+    ManifestListWriter, ManifestStatus, ManifestWriter, ManifestWriterBuilder, NestedField,
+    Operation, PartitionSpecRef, Snapshot, SnapshotSummaryCollector, Struct, StructType, Summary,
+    TableMetadata,
 };
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
@@ -44,6 +45,10 @@ pub enum Replace {
     /// Every data file in one of these partitions (gold's rebuilt days).
     Partitions(Vec<Struct>),
     /// Every row the predicate is true for; files holding some are rewritten without them.
+    /// Refused with [`LakeError::DeleteFilesUnsupported`] on a branch that has position or
+    /// equality delete files (written by another engine): the rows read back for the rewrite
+    /// would not have those deletes applied. The same holds for [`Replace::Partitions`] when a
+    /// file of an older partition spec must be read.
     Rows(RowPredicate),
 }
 
@@ -67,12 +72,10 @@ const MERGE_FAN_IN: u64 = 16;
 /// never merged again.
 const MANIFEST_TARGET_BYTES: i64 = 8 * 1024 * 1024;
 
-/// The merge tier of a data manifest, or `None` when it is full or of another partition spec.
-fn merge_tier(mf: &ManifestFile, spec_id: i32) -> Option<u32> {
-    if mf.content != ManifestContentType::Data
-        || mf.partition_spec_id != spec_id
-        || mf.manifest_length >= MANIFEST_TARGET_BYTES
-    {
+/// The merge tier of a data manifest, or `None` when it is full. Only manifests of one
+/// partition spec are merged together.
+fn merge_tier(mf: &ManifestFile) -> Option<u32> {
+    if mf.content != ManifestContentType::Data || mf.manifest_length >= MANIFEST_TARGET_BYTES {
         return None;
     }
     let counted = [mf.added_files_count, mf.existing_files_count];
@@ -83,6 +86,101 @@ fn merge_tier(mf: &ManifestFile, spec_id: i32) -> Option<u32> {
         counted.iter().map(|c| u64::from(c.unwrap_or(0))).sum()
     };
     Some(live.max(1).ilog(MERGE_FAN_IN))
+}
+
+/// False when a data manifest's partition field summaries show that it holds none of
+/// `values` (partition tuples of `partition_type`, the manifest's spec). True when unsure.
+fn may_hold(mf: &ManifestFile, partition_type: &StructType, values: &[Struct]) -> bool {
+    let Some(summaries) = &mf.partitions else {
+        return true;
+    };
+    let fields = partition_type.fields();
+    if summaries.len() != fields.len() {
+        return true;
+    }
+    values.iter().any(|v| {
+        v.fields().len() != fields.len()
+            || v.fields()
+                .iter()
+                .zip(summaries)
+                .zip(fields)
+                .all(|((value, summary), field)| field_may_hold(value.as_ref(), summary, field))
+    })
+}
+
+fn field_may_hold(value: Option<&Literal>, summary: &FieldSummary, field: &NestedField) -> bool {
+    let Some(value) = value else {
+        return summary.contains_null;
+    };
+    let (Literal::Primitive(value), Some(ty)) = (value, field.field_type.as_primitive_type())
+    else {
+        return true;
+    };
+    let bound = |b: Option<&Vec<u8>>| b.and_then(|b| Datum::try_from_bytes(b, ty.clone()).ok());
+    let (Some(lower), Some(upper)) = (
+        bound(summary.lower_bound.as_deref()),
+        bound(summary.upper_bound.as_deref()),
+    ) else {
+        // No bounds: either only nulls (then a value cannot be there) or no statistics.
+        return summary.lower_bound.is_some()
+            || summary.upper_bound.is_some()
+            || !summary.contains_null;
+    };
+    use std::cmp::Ordering::{Greater, Less};
+    !matches!(value.partial_cmp(lower.literal()), Some(Less))
+        && !matches!(value.partial_cmp(upper.literal()), Some(Greater))
+}
+
+/// Each summary total with the metrics that add to and remove from it.
+const TOTALS: [(&str, &str, &str); 6] = [
+    ("total-data-files", "added-data-files", "deleted-data-files"),
+    (
+        "total-delete-files",
+        "added-delete-files",
+        "removed-delete-files",
+    ),
+    ("total-records", "added-records", "deleted-records"),
+    ("total-files-size", "added-files-size", "removed-files-size"),
+    (
+        "total-position-deletes",
+        "added-position-deletes",
+        "removed-position-deletes",
+    ),
+    (
+        "total-equality-deletes",
+        "added-equality-deletes",
+        "removed-equality-deletes",
+    ),
+];
+
+/// The totals of a new snapshot, as Java's `SnapshotProducer.updateTotal` computes them: the
+/// parent's total plus what was added minus what was removed. A branch's first snapshot starts
+/// from zero; a parent whose summary lacks a total (or holds one that is not a number) leaves
+/// it out — never a wrong number.
+fn totals(
+    prev: Option<&HashMap<String, String>>,
+    metrics: &HashMap<String, String>,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (total, added, removed) in TOTALS {
+        let start = match prev {
+            None => Some(0),
+            Some(p) => p.get(total).and_then(|v| v.parse::<i64>().ok()),
+        };
+        let Some(mut t) = start else { continue };
+        for (key, sign) in [(added, 1), (removed, -1)] {
+            match metrics.get(key).map(|v| v.parse::<i64>()) {
+                None => {}
+                Some(Ok(n)) if t >= 0 => t += sign * n,
+                Some(Ok(_)) => {}
+                Some(Err(_)) => t = -1,
+            }
+        }
+        if t >= 0 {
+            out.push((total.to_string(), t.to_string()));
+        }
+    }
+    out
 }
 
 /// Snapshot summary keys the lake adds besides Iceberg's own.
@@ -237,6 +335,12 @@ impl Table {
     /// Stage a snapshot on `branch` that adds already-written `added` files and, with a
     /// `replace`, removes what it names. A writer that lost a commit race reloads the table and
     /// calls this again with the same files: they are written once.
+    ///
+    /// `added` must have been written with this table's default partition spec (as
+    /// [`Table::write_data_files`] does). Replaced files are matched in the partition spec of the
+    /// manifest that lists them: [`Replace::Partitions`] names partitions of the default spec, so
+    /// files of an older spec are read and only their rows in those partitions are removed (the
+    /// rest is written back under the default spec), as pyiceberg's dynamic overwrite does.
     pub async fn stage_files(
         &self,
         branch: &str,
@@ -263,11 +367,29 @@ impl Table {
         let snapshot_id = random_snapshot_id(md);
         let sequence_number = md.next_sequence_number();
         let schema = md.current_schema().clone();
-        let spec = md.default_partition_spec().clone();
+        let default_spec = md.default_partition_spec().clone();
+        let default_arity = default_spec.fields().len();
+        let default_type = default_spec.partition_type(&schema).ok();
+        if let Some(f) = added
+            .iter()
+            .find(|f| f.partition().fields().len() != default_arity)
+        {
+            return Err(LakeError::Schema {
+                table: name.clone(),
+                detail: format!(
+                    "data file {} has {} partition values; the default partition spec {} has {} fields (write it with this table's write_data_files)",
+                    f.file_path(),
+                    f.partition().fields().len(),
+                    default_spec.spec_id(),
+                    default_arity
+                ),
+            });
+        }
         let commit_uuid = Uuid::now_v7();
         let mut counter = 0u32;
-        // A new data manifest of this snapshot, under a name unique to this commit attempt.
-        let mut new_manifest = || -> Result<iceberg::spec::ManifestWriter> {
+        // A new data manifest of this snapshot in partition spec `spec`, under a name unique to
+        // this commit attempt.
+        let mut new_manifest = |spec: &PartitionSpecRef| -> Result<ManifestWriter> {
             counter += 1;
             let path = crate::storage::join(
                 md.location(),
@@ -283,9 +405,11 @@ impl Table {
             .build_v2_data())
         };
 
-        // 1. The parent's manifests, rewriting those that hold replaced files.
+        // 1. The parent's manifests, rewriting those that hold replaced files (each in its own
+        //    partition spec).
         let mut manifests: Vec<ManifestFile> = Vec::new();
-        let mut deleted: Vec<DataFile> = Vec::new();
+        // Removed files, with the partition spec of the manifest that listed them.
+        let mut deleted: Vec<(DataFile, i32)> = Vec::new();
         if let Some(parent_id) = parent {
             let parent_snap =
                 md.snapshot_by_id(parent_id)
@@ -299,12 +423,39 @@ impl Table {
                 .load()
                 .await
                 .map_err(ice)?;
+            // Position or equality delete files on the branch: rows read back for a rewrite
+            // would not have them applied, so a replace that reads rows is refused.
+            let live_deletes = list.entries().iter().any(|mf| {
+                mf.content == ManifestContentType::Deletes
+                    && !matches!(
+                        (mf.added_files_count, mf.existing_files_count),
+                        (Some(0), Some(0))
+                    )
+            });
             for mf in list.entries() {
                 let Some(replace) = replace.filter(|_| mf.content == ManifestContentType::Data)
                 else {
                     manifests.push(mf.clone());
                     continue;
                 };
+                if live_deletes && self.reads_rows(replace, mf.partition_spec_id) {
+                    return Err(LakeError::DeleteFilesUnsupported {
+                        table: name.clone(),
+                        detail: format!(
+                            "branch {branch} (snapshot {parent_id}) has position or equality delete files; a replace that rewrites rows ({replace:?}) would not apply them, so it is refused (replace whole partitions or the whole table instead)"
+                        ),
+                    });
+                }
+                // A manifest of the default spec whose partition summaries cannot hold any of
+                // the replaced partitions is carried as it is, unread.
+                if let (Replace::Partitions(values), Some(ty)) = (replace, &default_type)
+                    && mf.partition_spec_id == default_spec.spec_id()
+                    && !may_hold(mf, ty, values)
+                {
+                    manifests.push(mf.clone());
+                    continue;
+                }
+                let spec = self.partition_spec(mf.partition_spec_id)?;
                 let manifest = mf.load_manifest(&file_io).await.map_err(ice)?;
                 let mut keep = Vec::new();
                 let mut drop = Vec::new();
@@ -312,50 +463,23 @@ impl Table {
                     if !entry.is_alive() {
                         continue;
                     }
-                    let remove = match replace {
-                        Replace::All => true,
-                        Replace::Partitions(values) => {
-                            values.iter().any(|v| v == entry.data_file().partition())
+                    match self
+                        .verdict(replace, mf.partition_spec_id, entry.data_file())
+                        .await?
+                    {
+                        Verdict::Keep => keep.push(entry.clone()),
+                        Verdict::Drop => drop.push(entry.clone()),
+                        Verdict::Rewrite(survivors) => {
+                            added.extend(self.write_data_files(&survivors).await?);
+                            drop.push(entry.clone());
                         }
-                        Replace::Rows(pred) => {
-                            let batches =
-                                self.read_data_files(&[entry.data_file().clone()]).await?;
-                            let mut hit = false;
-                            let mut survivors = Vec::new();
-                            for b in batches {
-                                let mask = pred(&b)?;
-                                if mask.true_count() > 0 {
-                                    hit = true;
-                                }
-                                // Keep the rows the predicate does not remove: false or null.
-                                let removed = match mask.nulls() {
-                                    Some(n) => mask.values() & n.inner(),
-                                    None => mask.values().clone(),
-                                };
-                                let keep_mask = BooleanArray::new(!&removed, None);
-                                let kept = arrow::compute::filter_record_batch(&b, &keep_mask)
-                                    .map_err(|e| {
-                                        LakeError::arrow("evaluating a replace predicate", e)
-                                    })?;
-                                survivors.push(kept);
-                            }
-                            if hit {
-                                added.extend(self.write_data_files(&survivors).await?);
-                            }
-                            hit
-                        }
-                    };
-                    if remove {
-                        drop.push(entry.clone());
-                    } else {
-                        keep.push(entry.clone());
                     }
                 }
                 if drop.is_empty() {
                     manifests.push(mf.clone());
                     continue;
                 }
-                let mut w = new_manifest()?;
+                let mut w = new_manifest(&spec)?;
                 for e in &keep {
                     w.add_existing_file(
                         e.data_file().clone(),
@@ -372,31 +496,32 @@ impl Table {
                         e.file_sequence_number.or(Some(mf.sequence_number)),
                     )
                     .map_err(ice)?;
-                    deleted.push(e.data_file().clone());
+                    deleted.push((e.data_file().clone(), mf.partition_spec_id));
                 }
                 manifests.push(w.write_manifest_file().await.map_err(ice)?);
             }
         }
 
-        // 2. Keep the manifest list short: merge a tier of carried data manifests once it is full.
+        // 2. Keep the manifest list short: merge a tier of carried data manifests of one
+        //    partition spec once it is full (the merged manifest keeps that spec).
         loop {
-            let mut per_tier: BTreeMap<u32, usize> = BTreeMap::new();
+            let mut per_tier: BTreeMap<(i32, u32), usize> = BTreeMap::new();
             for mf in &manifests {
-                if let Some(t) = merge_tier(mf, spec.spec_id()) {
-                    *per_tier.entry(t).or_default() += 1;
+                if let Some(t) = merge_tier(mf) {
+                    *per_tier.entry((mf.partition_spec_id, t)).or_default() += 1;
                 }
             }
-            let Some(tier) = per_tier
+            let Some(group) = per_tier
                 .iter()
                 .find(|(_, n)| **n as u64 >= MERGE_FAN_IN)
-                .map(|(t, _)| *t)
+                .map(|(g, _)| *g)
             else {
                 break;
             };
             let (merge, keep): (Vec<_>, Vec<_>) = manifests
                 .into_iter()
-                .partition(|mf| merge_tier(mf, spec.spec_id()) == Some(tier));
-            let mut w = new_manifest()?;
+                .partition(|mf| merge_tier(mf).map(|t| (mf.partition_spec_id, t)) == Some(group));
+            let mut w = new_manifest(&self.partition_spec(group.0)?)?;
             let mut merged_deleted = Vec::new();
             for mf in &merge {
                 let manifest = mf.load_manifest(&file_io).await.map_err(ice)?;
@@ -427,68 +552,51 @@ impl Table {
             manifests.push(w.write_manifest_file().await.map_err(ice)?);
         }
 
-        // 3. The new files' manifest.
+        // 3. The new files' manifest (the default spec: they were written with it).
         if !added.is_empty() {
-            let mut w = new_manifest()?;
+            let mut w = new_manifest(&default_spec)?;
             for f in &added {
                 w.add_file(f.clone(), -1).map_err(ice)?;
             }
             manifests.push(w.write_manifest_file().await.map_err(ice)?);
         }
 
-        // 4. The summary: Iceberg's added/deleted metrics, totals carried from the branch's parent.
+        // 4. The summary: Iceberg's added/deleted metrics (each file in its own partition spec),
+        //    totals carried from the branch's parent.
         let mut collector = SnapshotSummaryCollector::default();
+        let default_for_summary = self.summary_spec(&default_spec)?;
         for f in &added {
-            collector.add_file(f, schema.clone(), spec.clone());
+            collector.add_file(f, schema.clone(), default_for_summary.clone());
         }
-        for f in &deleted {
-            collector.remove_file(f, schema.clone(), spec.clone());
+        for (f, spec_id) in &deleted {
+            let spec = self.summary_spec(&self.partition_spec(*spec_id)?)?;
+            if f.partition().fields().len() != spec.fields().len() {
+                return Err(self.bad_metadata(format!(
+                    "data file {} has {} partition values; its partition spec {spec_id} has {} fields",
+                    f.file_path(),
+                    f.partition().fields().len(),
+                    spec.fields().len()
+                )));
+            }
+            collector.remove_file(f, schema.clone(), spec);
         }
         let operation = match (added.is_empty(), deleted.is_empty()) {
             (_, true) => Operation::Append,
             (true, false) => Operation::Delete,
             (false, false) => Operation::Overwrite,
         };
-        let mut props: HashMap<String, String> = properties.into_iter().collect();
+        // Totals are Iceberg's to compute: a caller's `total-*` properties never stand in.
+        let mut props: HashMap<String, String> = properties
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("total-"))
+            .collect();
         props.insert(SUMMARY_BRANCH.to_string(), branch.to_string());
-        props.extend(collector.build());
-        let prev: HashMap<String, String> = parent
+        let metrics = collector.build();
+        let prev = parent
             .and_then(|p| md.snapshot_by_id(p))
-            .map(|s| s.summary().additional_properties.clone())
-            .unwrap_or_default();
-        let num = |m: &HashMap<String, String>, k: &str| {
-            m.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
-        };
-        let added_records: i64 = added.iter().map(|f| f.record_count() as i64).sum();
-        let deleted_records: i64 = deleted.iter().map(|f| f.record_count() as i64).sum();
-        let added_size: i64 = added.iter().map(|f| f.file_size_in_bytes() as i64).sum();
-        let deleted_size: i64 = deleted.iter().map(|f| f.file_size_in_bytes() as i64).sum();
-        let totals = [
-            (
-                "total-records",
-                num(&prev, "total-records") + added_records - deleted_records,
-            ),
-            (
-                "total-data-files",
-                num(&prev, "total-data-files") + added.len() as i64 - deleted.len() as i64,
-            ),
-            (
-                "total-files-size",
-                num(&prev, "total-files-size") + added_size - deleted_size,
-            ),
-            ("total-delete-files", num(&prev, "total-delete-files")),
-            (
-                "total-position-deletes",
-                num(&prev, "total-position-deletes"),
-            ),
-            (
-                "total-equality-deletes",
-                num(&prev, "total-equality-deletes"),
-            ),
-        ];
-        for (k, v) in totals {
-            props.insert(k.to_string(), v.to_string());
-        }
+            .map(|s| s.summary());
+        props.extend(totals(prev.map(|s| &s.additional_properties), &metrics));
+        props.extend(metrics);
 
         self.catalog().check_failpoint(Failpoint::AfterDataFiles)?;
 
@@ -543,15 +651,270 @@ impl Table {
         })
     }
 
-    /// Read whole data files of this table into Arrow (schema of the table).
+    /// Java's `validateNoConflictingData` for a replace retried on a newer head: no data file
+    /// added to `branch` after `base` (the snapshot the replace first read) may hold a row the
+    /// replace removes — re-staging would silently delete rows another writer added (or keep
+    /// rows this replace should have replaced). [`Replace::All`]: any added file conflicts;
+    /// [`Replace::Partitions`]: a file in one of them; [`Replace::Rows`]: a file with a row the
+    /// predicate selects. A branch that no longer descends from `base` conflicts too.
+    pub async fn check_no_conflicting_data(
+        &self,
+        branch: &str,
+        base: Option<i64>,
+        replace: &Replace,
+    ) -> Result<()> {
+        let name = self.name().to_string();
+        let moved = |why: String| LakeError::Conflict {
+            table: name.clone(),
+            detail: format!(
+                "branch {branch} {why} since this replace read it at {}",
+                base.map_or("no snapshot".to_string(), |b| format!("snapshot {b}"))
+            ),
+        };
+        let mut cur = self
+            .head(branch)
+            .or_else(|| self.head(iceberg::spec::MAIN_BRANCH));
+        while cur != base {
+            let Some(id) = cur else {
+                return Err(moved("was moved off that snapshot".into()));
+            };
+            let Some(snap) = self.metadata().snapshot_by_id(id) else {
+                return Err(moved(format!(
+                    "has an ancestor {id} that is no longer in the metadata"
+                )));
+            };
+            for (file, spec_id) in self.files_added_in(id).await? {
+                if !matches!(self.verdict(replace, spec_id, &file).await?, Verdict::Keep) {
+                    return Err(LakeError::Conflict {
+                        table: name.clone(),
+                        detail: format!(
+                            "snapshot {id} added data file {} to branch {branch} after this replace read {}, and the replace would remove its rows",
+                            file.file_path(),
+                            base.map_or("an empty branch".to_string(), |b| format!("snapshot {b}"))
+                        ),
+                    });
+                }
+            }
+            cur = snap.parent_snapshot_id();
+        }
+        Ok(())
+    }
+
+    /// The table's partition spec `spec_id` (a manifest names it).
+    pub(crate) fn partition_spec(&self, spec_id: i32) -> Result<PartitionSpecRef> {
+        self.metadata()
+            .partition_spec_by_id(spec_id)
+            .cloned()
+            .ok_or_else(|| {
+                self.bad_metadata(format!(
+                    "a manifest names partition spec {spec_id}, which the metadata does not have"
+                ))
+            })
+    }
+
+    fn bad_metadata(&self, detail: String) -> LakeError {
+        LakeError::BadMetadata {
+            table: self.name().to_string(),
+            location: self.metadata_location().to_string(),
+            detail,
+        }
+    }
+
+    /// `spec` if it binds to the current schema (the summary collector needs that and would
+    /// panic otherwise).
+    fn summary_spec(&self, spec: &PartitionSpecRef) -> Result<PartitionSpecRef> {
+        spec.partition_type(self.metadata().current_schema())
+            .map_err(|e| {
+                LakeError::iceberg(
+                    format!(
+                        "partition spec {} of {} does not bind to the current schema",
+                        spec.spec_id(),
+                        self.name()
+                    ),
+                    e,
+                )
+            })?;
+        Ok(spec.clone())
+    }
+
+    /// True when `replace` decides about files of partition spec `spec_id` by reading rows.
+    fn reads_rows(&self, replace: &Replace, spec_id: i32) -> bool {
+        match replace {
+            Replace::All => false,
+            Replace::Partitions(values) => {
+                !values.is_empty() && spec_id != self.metadata().default_partition_spec_id()
+            }
+            Replace::Rows(_) => true,
+        }
+    }
+
+    /// What `replace` does to one live data file listed in a manifest of partition spec
+    /// `spec_id`: decided from the manifest entry when it can be, else by reading its rows.
+    async fn verdict(&self, replace: &Replace, spec_id: i32, file: &DataFile) -> Result<Verdict> {
+        match replace {
+            Replace::All => return Ok(Verdict::Drop),
+            Replace::Partitions(values) if values.is_empty() => return Ok(Verdict::Keep),
+            Replace::Partitions(values)
+                if spec_id == self.metadata().default_partition_spec_id() =>
+            {
+                return Ok(if values.iter().any(|v| v == file.partition()) {
+                    Verdict::Drop
+                } else {
+                    Verdict::Keep
+                });
+            }
+            // A file of another spec may hold rows of these partitions: read it.
+            Replace::Partitions(_) | Replace::Rows(_) => {}
+        }
+        let batches = self
+            .read_data_files_in_spec(spec_id, std::slice::from_ref(file))
+            .await?;
+        let mut removed = 0usize;
+        let mut survivors = Vec::new();
+        for b in &batches {
+            let (r, kept) = self.split_rows(replace, b)?;
+            removed += r;
+            survivors.extend(kept.into_iter().filter(|k| k.num_rows() > 0));
+        }
+        Ok(if removed == 0 {
+            Verdict::Keep
+        } else if survivors.is_empty() {
+            Verdict::Drop
+        } else {
+            Verdict::Rewrite(survivors)
+        })
+    }
+
+    /// How many rows of `batch` a replace removes, and the rows it keeps.
+    fn split_rows(
+        &self,
+        replace: &Replace,
+        batch: &RecordBatch,
+    ) -> Result<(usize, Vec<RecordBatch>)> {
+        match replace {
+            Replace::All => Ok((batch.num_rows(), Vec::new())),
+            Replace::Rows(pred) => {
+                let mask = pred(batch)?;
+                if mask.len() != batch.num_rows() {
+                    return Err(LakeError::Other(format!(
+                        "replace predicate on {} returned {} values for {} rows",
+                        self.name(),
+                        mask.len(),
+                        batch.num_rows()
+                    )));
+                }
+                // Remove the rows the predicate is true for; keep false and null.
+                let removed = match mask.nulls() {
+                    Some(n) => mask.values() & n.inner(),
+                    None => mask.values().clone(),
+                };
+                let count = removed.count_set_bits();
+                let keep_mask = BooleanArray::new(!&removed, None);
+                let kept = arrow::compute::filter_record_batch(batch, &keep_mask)
+                    .map_err(|e| LakeError::arrow("evaluating a replace predicate", e))?;
+                Ok((count, vec![kept]))
+            }
+            Replace::Partitions(values) => {
+                let md = self.metadata();
+                let spec = md.default_partition_spec();
+                if spec.is_unpartitioned() {
+                    return Ok(if values.iter().any(|v| v.fields().is_empty()) {
+                        (batch.num_rows(), Vec::new())
+                    } else {
+                        (0, vec![batch.clone()])
+                    });
+                }
+                let ice = |e: iceberg::Error| {
+                    LakeError::iceberg(format!("partitioning rows of {}", self.name()), e)
+                };
+                let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
+                    md.current_schema().clone(),
+                    spec.clone(),
+                )
+                .map_err(ice)?;
+                let mut removed = 0;
+                let mut kept = Vec::new();
+                for (key, part) in splitter.split(batch).map_err(ice)? {
+                    if values.iter().any(|v| v == key.data()) {
+                        removed += part.num_rows();
+                    } else {
+                        kept.push(part);
+                    }
+                }
+                Ok((removed, kept))
+            }
+        }
+    }
+
+    /// Read whole data files of this table into Arrow (schema of the table). Each file is read
+    /// with the partition spec its partition tuple fits (identity-partition values come from
+    /// it); when the table has several specs that could fit, with none (values then come from
+    /// the file's own columns). Prefer [`Table::read_data_files_in_spec`] when the spec is known.
     pub async fn read_data_files(&self, files: &[DataFile]) -> Result<Vec<RecordBatch>> {
+        let tasks = files
+            .iter()
+            .map(|f| (f, self.fitting_spec(f)))
+            .collect::<Vec<_>>();
+        self.read_tasks(tasks).await
+    }
+
+    /// Read whole data files listed in manifests of partition spec `spec_id`.
+    pub async fn read_data_files_in_spec(
+        &self,
+        spec_id: i32,
+        files: &[DataFile],
+    ) -> Result<Vec<RecordBatch>> {
+        let spec = self.partition_spec(spec_id)?;
+        if let Some(f) = files
+            .iter()
+            .find(|f| f.partition().fields().len() != spec.fields().len())
+        {
+            return Err(self.bad_metadata(format!(
+                "data file {} has {} partition values; its partition spec {spec_id} has {} fields",
+                f.file_path(),
+                f.partition().fields().len(),
+                spec.fields().len()
+            )));
+        }
+        let tasks = files.iter().map(|f| (f, Some(spec.clone()))).collect();
+        self.read_tasks(tasks).await
+    }
+
+    /// The one partition spec of the table `file`'s partition tuple fits, if exactly one does.
+    fn fitting_spec(&self, file: &DataFile) -> Option<PartitionSpecRef> {
+        let md = self.metadata();
+        let schema = md.current_schema();
+        let values = file.partition().fields();
+        let mut fits = md.partition_specs_iter().filter(|spec| {
+            let Ok(ty) = spec.partition_type(schema) else {
+                return false;
+            };
+            ty.fields().len() == values.len()
+                && ty.fields().iter().zip(values).all(|(field, v)| match v {
+                    None => true,
+                    Some(iceberg::spec::Literal::Primitive(p)) => field
+                        .field_type
+                        .as_primitive_type()
+                        .is_some_and(|t| t.compatible(p)),
+                    Some(_) => false,
+                })
+        });
+        match (fits.next(), fits.next()) {
+            (Some(spec), None) => Some(spec.clone()),
+            _ => None,
+        }
+    }
+
+    async fn read_tasks(
+        &self,
+        files: Vec<(&DataFile, Option<PartitionSpecRef>)>,
+    ) -> Result<Vec<RecordBatch>> {
         let md = self.metadata();
         let schema = md.current_schema().clone();
         let field_ids: Vec<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
-        let spec = md.default_partition_spec().clone();
         let tasks: Vec<iceberg::Result<iceberg::scan::FileScanTask>> = files
-            .iter()
-            .map(|f| {
+            .into_iter()
+            .map(|(f, spec)| {
                 Ok(iceberg::scan::FileScanTask::builder()
                     .with_file_size_in_bytes(f.file_size_in_bytes())
                     .with_start(0)
@@ -561,8 +924,8 @@ impl Table {
                     .with_data_file_format(DataFileFormat::Parquet)
                     .with_schema(schema.clone())
                     .with_project_field_ids(field_ids.clone())
-                    .with_partition(Some(f.partition().clone()))
-                    .with_partition_spec(Some(spec.clone()))
+                    .with_partition(spec.is_some().then(|| f.partition().clone()))
+                    .with_partition_spec(spec)
                     .with_case_sensitive(true)
                     .build())
             })
@@ -584,5 +947,52 @@ impl Table {
             .into_iter()
             .map(|b| crate::read::normalize(&arrow, b))
             .collect()
+    }
+}
+
+/// What a replace does to one live data file.
+enum Verdict {
+    /// No row of it is removed.
+    Keep,
+    /// Every row of it is removed.
+    Drop,
+    /// Some rows are removed: these survive, to be written as new files.
+    Rewrite(Vec<RecordBatch>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(kv: &[(&str, &str)]) -> HashMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn totals_follow_java_update_total() {
+        let metrics = map(&[
+            ("added-records", "5"),
+            ("deleted-records", "2"),
+            ("added-data-files", "1"),
+        ]);
+        // A branch's first snapshot starts every total at zero.
+        let first: HashMap<_, _> = totals(None, &metrics).into_iter().collect();
+        assert_eq!(first["total-records"], "3");
+        assert_eq!(first["total-data-files"], "1");
+        assert_eq!(first["total-equality-deletes"], "0");
+        assert_eq!(first.len(), 6);
+        // A parent without totals: none is made up.
+        assert!(totals(Some(&map(&[("added-records", "9")])), &metrics).is_empty());
+        // Only the totals the parent has, and only when they are numbers.
+        let prev = map(&[("total-records", "10"), ("total-data-files", "x")]);
+        assert_eq!(
+            totals(Some(&prev), &metrics),
+            vec![("total-records".to_string(), "13".to_string())]
+        );
+        // A total that would go negative is left out.
+        let prev = map(&[("total-records", "1")]);
+        assert!(totals(Some(&prev), &metrics).is_empty());
     }
 }
