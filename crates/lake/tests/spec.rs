@@ -553,6 +553,103 @@ async fn totals_are_left_out_when_the_parent_summary_has_none() {
     );
 }
 
+/// A ref's retention settings as the metadata holds them (`None`: the ref is absent).
+fn retention(t: &lake::Table, name: &str) -> Option<serde_json::Value> {
+    let v = serde_json::to_value(t.metadata()).unwrap();
+    let mut r = v["refs"].get(name)?.clone();
+    let o = r.as_object_mut().unwrap();
+    o.remove("snapshot-id");
+    Some(r)
+}
+
+#[tokio::test]
+async fn moving_a_branch_keeps_its_retention_settings() {
+    use iceberg::spec::{SnapshotReference, SnapshotRetention};
+    let c = Catalog::in_memory();
+    c.create_table("bronze.first", &schema(), &[])
+        .await
+        .unwrap();
+    let a = c
+        .append("bronze.first", "main", &[batch(0..1, "d")], no_props())
+        .await
+        .unwrap();
+    let t = c.table("bronze.first").await.unwrap();
+    // Another engine set retention on main and on audit.
+    let kept = SnapshotRetention::branch(Some(7), Some(86_400_000), Some(604_800_000));
+    let md = t
+        .metadata()
+        .clone()
+        .into_builder(Some(t.metadata_location().to_string()))
+        .set_ref("main", SnapshotReference::new(a.snapshot_id, kept.clone()))
+        .unwrap()
+        .set_ref("audit", SnapshotReference::new(a.snapshot_id, kept.clone()))
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+    register(&c, "bronze.kept", &md, "00001-kept").await;
+    let name = "bronze.kept";
+    let want = {
+        let t = c.table(name).await.unwrap();
+        let r = retention(&t, "audit").unwrap();
+        assert_eq!(r["min-snapshots-to-keep"], 7);
+        assert_eq!(r, retention(&t, "main").unwrap());
+        r
+    };
+
+    // An append keeps it (iceberg-rust's set_branch_snapshot does), a fast-forward and a reset
+    // keep it too.
+    let s2 = c
+        .append(name, "audit", &[batch(1..2, "d")], no_props())
+        .await
+        .unwrap();
+    assert_eq!(
+        retention(&c.table(name).await.unwrap(), "audit").unwrap(),
+        want
+    );
+    c.update_refs(
+        name,
+        &[RefOp::FastForward {
+            branch: "main".into(),
+            to: s2.snapshot_id,
+        }],
+        "publish",
+    )
+    .await
+    .unwrap();
+    let t = c.table(name).await.unwrap();
+    assert_eq!(t.head("main"), Some(s2.snapshot_id));
+    assert_eq!(retention(&t, "main").unwrap(), want);
+    c.update_refs(
+        name,
+        &[
+            RefOp::Reset {
+                branch: "audit".into(),
+                to: a.snapshot_id,
+            },
+            RefOp::CreateBranch {
+                name: "side".into(),
+                snapshot_id: a.snapshot_id,
+            },
+            RefOp::FastForward {
+                branch: "side".into(),
+                to: s2.snapshot_id,
+            },
+        ],
+        "rollback",
+    )
+    .await
+    .unwrap();
+    let t = c.table(name).await.unwrap();
+    assert_eq!(t.head("audit"), Some(a.snapshot_id));
+    assert_eq!(retention(&t, "audit").unwrap(), want);
+    assert_eq!(
+        retention(&t, "side").unwrap(),
+        serde_json::json!({"type": "branch"}),
+        "a new branch gets the default retention"
+    );
+}
+
 #[tokio::test]
 async fn a_replace_by_rows_refuses_a_branch_with_delete_files() {
     use iceberg::spec::{
