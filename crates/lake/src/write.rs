@@ -993,6 +993,7 @@ mod tests {
         );
         // A total that would go negative is left out.
         let prev = map(&[("total-records", "1")]);
-        assert!(totals(Some(&prev), &metrics).is_empty());
+        let removed = map(&[("deleted-records", "2")]);
+        assert!(totals(Some(&prev), &removed).is_empty());
     }
 }
