@@ -5,6 +5,12 @@
 //! parent's manifests, a snapshot with a correct summary — but the parent is the head of the
 //! branch being written and the new snapshot is set on that branch. Replaced files are `deleted`
 //! entries in a rewritten manifest; the files they share a manifest with stay as `existing`.
+//!
+//! Everything table metadata can hold is honoured or refused: a manifest is rewritten and merged
+//! in its own partition spec (tables whose spec evolved, or made by other engines), summaries
+//! count each file in its own spec and carry totals as Java does, only format v2 tables are
+//! written, a replace that would read rows refuses branches with delete files, and a replace
+//! retried after a lost race checks that no newly added file holds rows it would remove.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -42,7 +48,11 @@ pub type RowPredicate = Arc<dyn Fn(&RecordBatch) -> Result<BooleanArray> + Send 
 pub enum Replace {
     /// Every row on the branch (a full rebuild).
     All,
-    /// Every data file in one of these partitions (gold's rebuilt days).
+    /// Every row in one of these partitions of the table's default partition spec (gold's
+    /// rebuilt days): data files of that spec in them are removed whole, without reading them
+    /// (manifests whose partition summaries cannot hold them are not even opened); files of an
+    /// older spec are read and only their rows in these partitions are removed, as pyiceberg's
+    /// dynamic partition overwrite does.
     Partitions(Vec<Struct>),
     /// Every row the predicate is true for; files holding some are rewritten without them.
     /// Refused with [`LakeError::DeleteFilesUnsupported`] on a branch that has position or
