@@ -513,11 +513,20 @@ impl Table {
         }
 
         // 2. Keep the manifest list short: merge a tier of carried data manifests of one
-        //    partition spec once it is full (the merged manifest keeps that spec).
+        //    partition spec once it is full (the merged manifest keeps that spec). A spec that
+        //    no longer binds to the current schema (its source column was dropped) is left as
+        //    it is: a manifest of it cannot be written.
+        let mergeable: std::collections::HashSet<i32> = md
+            .partition_specs_iter()
+            .filter(|s| s.partition_type(&schema).is_ok())
+            .map(|s| s.spec_id())
+            .collect();
         loop {
             let mut per_tier: BTreeMap<(i32, u32), usize> = BTreeMap::new();
             for mf in &manifests {
-                if let Some(t) = merge_tier(mf) {
+                if let Some(t) = merge_tier(mf)
+                    && mergeable.contains(&mf.partition_spec_id)
+                {
                     *per_tier.entry((mf.partition_spec_id, t)).or_default() += 1;
                 }
             }
