@@ -989,6 +989,65 @@ mod tests {
             .collect()
     }
 
+    fn manifest_with(partitions: Option<Vec<FieldSummary>>) -> ManifestFile {
+        ManifestFile {
+            manifest_path: "m.avro".into(),
+            manifest_length: 1,
+            partition_spec_id: 0,
+            content: ManifestContentType::Data,
+            sequence_number: 1,
+            min_sequence_number: 1,
+            added_snapshot_id: 1,
+            added_files_count: Some(1),
+            existing_files_count: Some(0),
+            deleted_files_count: Some(0),
+            added_rows_count: Some(1),
+            existing_rows_count: Some(0),
+            deleted_rows_count: Some(0),
+            partitions,
+            key_metadata: None,
+            first_row_id: None,
+        }
+    }
+
+    fn summary(lower: Option<i64>, upper: Option<i64>, contains_null: bool) -> FieldSummary {
+        let bytes = |v: Option<i64>| v.map(|v| Datum::long(v).to_bytes().unwrap());
+        FieldSummary {
+            contains_null,
+            contains_nan: None,
+            lower_bound: bytes(lower),
+            upper_bound: bytes(upper),
+        }
+    }
+
+    #[test]
+    fn partition_summaries_prune_only_what_cannot_match() {
+        use iceberg::spec::{PrimitiveType, Type};
+        let ty = StructType::new(vec![Arc::new(NestedField::optional(
+            1000,
+            "k",
+            Type::Primitive(PrimitiveType::Long),
+        ))]);
+        let v = |x: Option<i64>| Struct::from_iter([x.map(Literal::long)]);
+        let in_range = manifest_with(Some(vec![summary(Some(10), Some(20), false)]));
+        assert!(may_hold(&in_range, &ty, &[v(Some(10))]));
+        assert!(may_hold(&in_range, &ty, &[v(Some(20))]));
+        assert!(may_hold(&in_range, &ty, &[v(Some(5)), v(Some(15))]));
+        assert!(!may_hold(&in_range, &ty, &[v(Some(9)), v(Some(21))]));
+        assert!(!may_hold(&in_range, &ty, &[v(None)]), "no nulls in it");
+        assert!(!may_hold(&in_range, &ty, &[]));
+        let with_nulls = manifest_with(Some(vec![summary(Some(10), Some(20), true)]));
+        assert!(may_hold(&with_nulls, &ty, &[v(None)]));
+        // Only nulls: no value can be there.
+        let only_nulls = manifest_with(Some(vec![summary(None, None, true)]));
+        assert!(!may_hold(&only_nulls, &ty, &[v(Some(1))]));
+        // Unsure (no summaries, no bounds, another arity): the manifest is read.
+        assert!(may_hold(&manifest_with(None), &ty, &[v(Some(1))]));
+        let no_stats = manifest_with(Some(vec![summary(None, None, false)]));
+        assert!(may_hold(&no_stats, &ty, &[v(Some(1))]));
+        assert!(may_hold(&manifest_with(Some(vec![])), &ty, &[v(Some(1))]));
+    }
+
     #[test]
     fn totals_follow_java_update_total() {
         let metrics = map(&[
