@@ -1,14 +1,15 @@
-//! The file catalog: an append-only log of immutable, numbered versions.
+//! The file catalog: an append-only log of immutable, numbered versions ([`crate::log`]).
 //!
-//! Version `n` lives at `<catalog>/versions/v<n, 20 digits>.json` and names every table's current
-//! Iceberg metadata file, plus when, which operation and a message. A commit writes version
-//! `n + 1` with create-if-absent (`PutMode::Create`), so of two writers exactly one wins; the other
-//! re-reads the log and either lands on the new base (it touched other tables) or gets a typed
-//! conflict (it touched the same table). `version-hint.txt` says where to start looking for the
-//! newest version; the log, not the hint, is the truth.
+//! Version `n` names every table's current Iceberg metadata file, plus when, which operation
+//! and a message. A commit writes each table's new metadata file, then version `head + 1`
+//! create-if-absent, so of two writers exactly one wins; the other re-reads the log and either
+//! lands on the new base (it touched other tables) or gets a typed conflict (it touched the
+//! same table). A commit whose outcome the store leaves in doubt reads its version back (by
+//! its commit id) and never deletes a file the log may name.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -17,78 +18,20 @@ use iceberg::spec::TableMetadata;
 use iceberg::table::Table as IcebergTable;
 use iceberg::{NamespaceIdent, TableIdent};
 use object_store::ObjectStore;
-use serde::{Deserialize, Serialize};
 use url::Url;
 
 use crate::error::{LakeError, Result};
 use crate::storage::{self, Stores};
 use crate::table::{RefMap, Table, TableName};
+use futures::{StreamExt, TryStreamExt};
 
-/// The catalog file format this build writes and the newest it reads.
-pub const CATALOG_FORMAT: u32 = 1;
+/// For `verify`: the hash the chain records ([`Catalog::version_bytes`] gives the bytes).
+#[allow(unused_imports)]
+pub(crate) use crate::log::sha256_hex;
+pub use crate::log::{CATALOG_FORMAT, CatalogVersion, TableEntry};
+use crate::log::{Stored, Written};
 
 const MAX_COMMIT_ATTEMPTS: u32 = 64;
-
-/// One table's entry in a catalog version.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct TableEntry {
-    /// The table's current Iceberg metadata file.
-    pub metadata_location: String,
-}
-
-/// One immutable catalog version.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct CatalogVersion {
-    /// File format of this version ([`CATALOG_FORMAT`]).
-    pub format: u32,
-    /// The version number; 0 is the empty catalog that is never written.
-    pub version: u64,
-    /// When the commit that wrote it happened (ms since the epoch, UTC).
-    pub committed_at_ms: i64,
-    /// What kind of change: `create-table`, `append`, `overwrite`, `refs`, `publish`, …
-    pub operation: String,
-    /// A message for people.
-    pub message: String,
-    /// Caller properties (a publish records its as-of and audits here).
-    #[serde(default)]
-    pub properties: BTreeMap<String, String>,
-    /// Namespaces and their properties.
-    #[serde(default)]
-    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    /// Every table, by `namespace.table`.
-    #[serde(default)]
-    pub tables: BTreeMap<String, TableEntry>,
-    /// The tables this version changed.
-    #[serde(default)]
-    pub changed: Vec<String>,
-    /// A unique id of the commit that wrote this version: a writer whose put failed or timed
-    /// out reads the version back and knows by this id whether it was its own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit_id: Option<String>,
-    /// SHA-256 (hex) of the exact bytes of version `version - 1`, so the log is a hash chain:
-    /// `verify` checks every kept version against the one before it. `None` for version 1 and
-    /// for versions written before the chain existed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous_sha256: Option<String>,
-}
-
-impl CatalogVersion {
-    fn empty() -> Self {
-        CatalogVersion {
-            format: CATALOG_FORMAT,
-            version: 0,
-            committed_at_ms: 0,
-            operation: "empty".into(),
-            message: String::new(),
-            properties: BTreeMap::new(),
-            namespaces: BTreeMap::new(),
-            tables: BTreeMap::new(),
-            changed: Vec::new(),
-            commit_id: None,
-            previous_sha256: None,
-        }
-    }
-}
 
 /// Where a test or a crash drill makes a commit fail on purpose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,9 +120,12 @@ pub(crate) struct Inner {
     pub(crate) warehouse_url: String,
     pub(crate) file_io: FileIO,
     failpoint: Mutex<Option<Failpoint>>,
-    /// The newest version this handle read or wrote. Versions never change once written, so
-    /// finding the head again costs one probe for the version after it.
-    newest: Mutex<Option<Arc<CatalogVersion>>>,
+    /// The newest version this handle read or wrote, with the hash of its bytes. Versions
+    /// never change once written, so finding the head again costs one probe for the version
+    /// after it, and the next commit records the hash without reading it again.
+    pub(crate) newest: Mutex<Option<Arc<Stored>>>,
+    /// The highest floor this handle read or raised (only ever grows).
+    pub(crate) floor_seen: AtomicU64,
 }
 
 /// A file catalog over object storage. Cheap to clone; clones share one store.
@@ -278,6 +224,7 @@ impl Catalog {
                 file_io,
                 failpoint: Mutex::new(None),
                 newest: Mutex::new(None),
+                floor_seen: AtomicU64::new(0),
             }),
         }
     }
@@ -324,25 +271,14 @@ impl Catalog {
         Ok(())
     }
 
-    fn version_location(&self, n: u64) -> String {
-        storage::join(&self.inner.catalog_url, &format!("versions/v{n:020}.json"))
-    }
-
-    fn hint_location(&self) -> String {
-        storage::join(&self.inner.catalog_url, "version-hint.txt")
-    }
-
-    /// Read catalog version `n` (0 is the empty catalog).
+    /// Read catalog version `n` (0 is the empty catalog). Expired versions (below the floor)
+    /// are [`LakeError::NoSuchVersion`].
     pub async fn version(&self, n: u64) -> Result<CatalogVersion> {
         if n == 0 {
             return Ok(CatalogVersion::empty());
         }
-        if let Some(v) = self.newest().filter(|v| v.version == n) {
-            return Ok(v.as_ref().clone());
-        }
-        let loc = self.version_location(n);
-        match storage::read_optional(self.stores(), &loc).await? {
-            Some(bytes) => parse_version(&loc, &bytes, n),
+        match self.read_kept_version(n).await? {
+            Some(v) => Ok(v),
             None => {
                 let latest = self.latest_version_number().await?;
                 Err(LakeError::NoSuchVersion { version: n, latest })
@@ -350,141 +286,35 @@ impl Catalog {
         }
     }
 
-    async fn exists_version(&self, n: u64) -> Result<Option<Bytes>> {
-        storage::read_optional(self.stores(), &self.version_location(n)).await
-    }
-
     /// The newest version number (0 when nothing was ever committed).
     pub async fn latest_version_number(&self) -> Result<u64> {
-        Ok(self.head_inner().await?.version)
-    }
-
-    /// The newest version this handle read or wrote, if it kept one.
-    fn newest(&self) -> Option<Arc<CatalogVersion>> {
-        self.inner.newest.lock().ok().and_then(|g| g.clone())
-    }
-
-    /// Remember `v` if it is newer than what this handle knows.
-    fn remember(&self, v: Arc<CatalogVersion>) {
-        if let Ok(mut g) = self.inner.newest.lock()
-            && g.as_ref().is_none_or(|old| old.version < v.version)
-        {
-            *g = Some(v);
-        }
-    }
-
-    async fn head_inner(&self) -> Result<CatalogVersion> {
-        // Known: the newest version this handle holds (versions are immutable), so only the
-        // versions after it need reading.
-        let mut current: Option<Arc<CatalogVersion>> = self.newest();
-        let mut n = current.as_ref().map(|v| v.version).unwrap_or(0);
-        if current.is_none() {
-            let hint = match storage::read_optional(self.stores(), &self.hint_location()).await? {
-                Some(b) => std::str::from_utf8(&b)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok()),
-                None => None,
-            };
-            n = match hint {
-                Some(h) => h,
-                None => self.list_max_version().await?,
-            };
-            if n > 0 {
-                match self.exists_version(n).await? {
-                    Some(b) => {
-                        current = Some(Arc::new(parse_version(&self.version_location(n), &b, n)?))
-                    }
-                    None => {
-                        // A hint that points past the log is wrong: trust the listing.
-                        n = self.list_max_version().await?;
-                        if n > 0
-                            && let Some(b) = self.exists_version(n).await?
-                        {
-                            current =
-                                Some(Arc::new(parse_version(&self.version_location(n), &b, n)?));
-                        }
-                    }
-                }
-            }
-        }
-        // The hint may lag (writers update it after they commit): walk forward to the end.
-        for attempt in 0..2 {
-            let mut last: Option<(u64, Bytes)> = None;
-            while let Some(b) = self.exists_version(n + 1).await? {
-                n += 1;
-                last = Some((n, b));
-            }
-            if let Some((n, b)) = last {
-                current = Some(Arc::new(parse_version(&self.version_location(n), &b, n)?));
-                break;
-            }
-            // Nothing after `n`: `n` is the head, unless `n` itself was expired (versions are
-            // dropped oldest first and never the head, so the log then goes on above a gap).
-            if attempt == 1 || n == 0 || self.version_exists(n).await? {
-                break;
-            }
-            n = self.list_max_version().await?;
-            current = match self.exists_version(n).await? {
-                Some(b) if n > 0 => {
-                    Some(Arc::new(parse_version(&self.version_location(n), &b, n)?))
-                }
-                _ => None,
-            };
-        }
-        match current {
-            Some(v) => {
-                self.remember(v.clone());
-                Ok(v.as_ref().clone())
-            }
-            None => Ok(CatalogVersion::empty()),
-        }
-    }
-
-    async fn version_exists(&self, n: u64) -> Result<bool> {
-        Ok(storage::read_head(self.stores(), &self.version_location(n))
+        Ok(self
+            .find_head()
             .await?
-            .is_some())
-    }
-
-    async fn list_max_version(&self) -> Result<u64> {
-        Ok(self.list_versions().await?.last().copied().unwrap_or(0))
-    }
-
-    /// The numbers of the versions in storage, ascending (expired ones leave gaps).
-    pub(crate) async fn list_versions(&self) -> Result<Vec<u64>> {
-        let dir = storage::join(&self.inner.catalog_url, "versions");
-        let listed = storage::list(self.stores(), &dir).await?;
-        let mut out: Vec<u64> = listed
-            .iter()
-            .filter_map(|l| {
-                let name = l.location.rsplit('/').next()?;
-                name.strip_prefix('v')?
-                    .strip_suffix(".json")?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .collect();
-        out.sort_unstable();
-        Ok(out)
-    }
-
-    /// Delete the file of catalog version `n` (maintenance; never the newest).
-    pub(crate) async fn delete_version(&self, n: u64) -> Result<()> {
-        storage::delete(self.stores(), &self.version_location(n)).await
+            .0
+            .map(|s| s.version.version)
+            .unwrap_or(0))
     }
 
     /// The newest catalog version.
     pub async fn head(&self) -> Result<CatalogVersion> {
-        self.head_inner().await
+        Ok(match self.find_head().await?.0 {
+            Some(s) => s.version.clone(),
+            None => CatalogVersion::empty(),
+        })
     }
 
     /// Every version still kept, oldest first, through the newest (versions removed by
     /// [`Catalog::expire_versions`] are left out).
     pub async fn log(&self) -> Result<Vec<CatalogVersion>> {
         let head = self.head().await?;
+        let floor = self.floor().await?;
         let listed = self.list_versions().await?;
         let mut out = Vec::with_capacity(listed.len());
-        for n in listed.into_iter().filter(|n| *n < head.version) {
+        for n in listed
+            .into_iter()
+            .filter(|n| *n >= floor && *n < head.version)
+        {
             match self.version(n).await {
                 Ok(v) => out.push(v),
                 // Expired by another handle between the listing and the read.
@@ -617,7 +447,9 @@ impl Catalog {
     ///
     /// Writes each table's new metadata file, then the version with create-if-absent. If another
     /// writer took the version first, re-reads the log: when none of our tables moved, it commits
-    /// on the new base; when one did, it returns [`LakeError::Conflict`] naming the table.
+    /// on the new base; when one did, it returns [`LakeError::Conflict`] naming the table. When
+    /// the store leaves the outcome in doubt and reading the version back cannot settle it, it
+    /// returns [`LakeError::CommitOutcomeUnknown`] and deletes nothing it wrote.
     pub async fn commit(
         &self,
         changes: Vec<TableChange>,
@@ -625,25 +457,36 @@ impl Catalog {
         message: &str,
         properties: BTreeMap<String, String>,
     ) -> Result<Committed> {
+        let mut seen = std::collections::BTreeSet::new();
+        for change in &changes {
+            if !seen.insert(change.table.to_string()) {
+                return Err(LakeError::ChangedTwice {
+                    table: change.table.to_string(),
+                });
+            }
+        }
         // 1. New metadata files, each under a fresh unique name (never overwritten).
         let mut new_locations: BTreeMap<String, Option<String>> = BTreeMap::new();
         let mut snapshots = BTreeMap::new();
         let mut written = Vec::new();
         for change in &changes {
             let key = change.table.to_string();
-            if new_locations.contains_key(&key) {
-                return Err(LakeError::Other(format!(
-                    "one commit changes table {key} twice"
-                )));
-            }
             if let Some(s) = change.snapshot_id {
                 snapshots.insert(key.clone(), s);
             }
             let loc = match &change.kind {
                 ChangeKind::Update(md) => {
-                    let loc = self
+                    let loc = match self
                         .write_metadata(&change.table, md, change.base.as_deref())
-                        .await?;
+                        .await
+                    {
+                        Ok(loc) => loc,
+                        Err(e) => {
+                            // No version names these yet: they are ours to remove.
+                            self.delete_all(&written).await;
+                            return Err(e);
+                        }
+                    };
                     written.push(loc.clone());
                     Some(loc)
                 }
@@ -653,18 +496,9 @@ impl Catalog {
             new_locations.insert(key, loc);
         }
         // Never name a file that is not there (an over-eager orphan sweep, a lost upload).
-        for change in &changes {
-            for f in &change.added_files {
-                if storage::read_head(self.stores(), f).await?.is_none() {
-                    for loc in &written {
-                        let _ = storage::delete(self.stores(), loc).await;
-                    }
-                    return Err(LakeError::Other(format!(
-                        "commit to {} refused: its data file {f} is missing",
-                        change.table
-                    )));
-                }
-            }
+        if let Err(e) = self.check_added_files(&changes).await {
+            self.delete_all(&written).await;
+            return Err(e);
         }
         // A crash here leaves only orphans: no version names these files.
         self.check_failpoint(Failpoint::AfterMetadataFiles)?;
@@ -688,12 +522,48 @@ impl Catalog {
                     })
                     .collect(),
             }),
-            Err(e) => {
-                for loc in written {
-                    let _ = storage::delete(self.stores(), &loc).await;
+            Err(Failed {
+                error,
+                may_be_named,
+            }) => {
+                // Only when no version of ours can be in the log are the files ours to delete.
+                if !may_be_named {
+                    self.delete_all(&written).await;
                 }
-                Err(e)
+                Err(error)
             }
+        }
+    }
+
+    async fn delete_all(&self, locations: &[String]) {
+        for loc in locations {
+            let _ = storage::delete(self.stores(), loc).await;
+        }
+    }
+
+    /// Every data file the changes add must be in storage: HEAD requests, a few at a time.
+    async fn check_added_files(&self, changes: &[TableChange]) -> Result<()> {
+        const AT_ONCE: usize = 16;
+        let mut checks = Vec::new();
+        for change in changes {
+            for f in &change.added_files {
+                checks.push(self.check_data_file(&change.table, f));
+            }
+        }
+        futures::stream::iter(checks)
+            .buffer_unordered(AT_ONCE)
+            .try_collect::<Vec<()>>()
+            .await
+            .map(|_| ())
+    }
+
+    async fn check_data_file(&self, table: &TableName, file: &str) -> Result<()> {
+        match storage::read_head(self.stores(), file).await? {
+            Some(_) => Ok(()),
+            None => Err(LakeError::MissingDataFile {
+                table: table.to_string(),
+                file: file.to_string(),
+            }),
         }
     }
 
@@ -704,27 +574,39 @@ impl Catalog {
         operation: &str,
         message: &str,
         properties: &BTreeMap<String, String>,
-    ) -> Result<u64> {
+    ) -> std::result::Result<u64, Failed> {
+        let mut landed = false;
+        let fail = |error: LakeError, landed: bool| Failed {
+            may_be_named: landed || matches!(error, LakeError::CommitOutcomeUnknown { .. }),
+            error,
+        };
         let mut last = 0;
         for _attempt in 0..MAX_COMMIT_ATTEMPTS {
-            let head = self.head().await?;
+            let (head, floor) = self.find_head().await.map_err(|e| fail(e, landed))?;
+            let head_version = head
+                .as_ref()
+                .map(|s| s.version.clone())
+                .unwrap_or_else(CatalogVersion::empty);
             for change in changes {
                 let key = change.table.to_string();
-                let found = head.tables.get(&key).map(|e| e.metadata_location.as_str());
+                let found = head_version
+                    .tables
+                    .get(&key)
+                    .map(|e| e.metadata_location.as_str());
                 if found != change.base.as_deref() {
                     let detail = match (change.base.as_deref(), found) {
                         (None, Some(_)) => "the table was created by another writer".to_string(),
                         (Some(_), None) => "the table was dropped by another writer".to_string(),
                         (Some(b), Some(f)) => format!(
                             "another writer committed {f} after this writer read {b} (catalog version {})",
-                            head.version
+                            head_version.version
                         ),
                         (None, None) => "unexpected".to_string(),
                     };
-                    return Err(LakeError::Conflict { table: key, detail });
+                    return Err(fail(LakeError::Conflict { table: key, detail }, landed));
                 }
             }
-            let mut next = head.clone();
+            let mut next = head_version;
             next.changed = new_locations.keys().cloned().collect();
             for (key, loc) in new_locations {
                 match loc {
@@ -744,18 +626,21 @@ impl Catalog {
                     }
                 }
             }
-            if let Some(v) = self
-                .try_write_next(next, operation, message, properties)
-                .await?
-            {
-                return Ok(v);
+            last = next.version + 1;
+            let next = stamp(next, operation, message, properties);
+            match self.write_next(head.as_deref(), floor, next).await {
+                Ok(Written::Won(s)) => return Ok(s.version.version),
+                Ok(Written::Lost { landed: l }) => landed |= l,
+                Err(e) => return Err(fail(e, landed)),
             }
-            last = head.version + 1;
         }
-        Err(LakeError::TooManyRetries {
-            attempts: MAX_COMMIT_ATTEMPTS,
-            version: last,
-        })
+        Err(fail(
+            LakeError::TooManyRetries {
+                attempts: MAX_COMMIT_ATTEMPTS,
+                version: last,
+            },
+            landed,
+        ))
     }
 
     /// Commit namespace properties (creating the namespace if needed).
@@ -793,7 +678,8 @@ impl Catalog {
         .await
     }
 
-    /// Commit a namespace edit of the newest version as the next one, retrying lost races.
+    /// Commit a namespace edit of the newest version as the next one, retrying lost races (and
+    /// settling doubtful puts by reading back, as [`Catalog::commit`] does).
     async fn edit_namespaces(
         &self,
         message: &str,
@@ -801,60 +687,23 @@ impl Catalog {
     ) -> Result<u64> {
         let mut last = 0;
         for _ in 0..MAX_COMMIT_ATTEMPTS {
-            let mut next = self.head().await?;
+            let (head, floor) = self.find_head().await?;
+            let mut next = head
+                .as_ref()
+                .map(|s| s.version.clone())
+                .unwrap_or_else(CatalogVersion::empty);
             edit(&mut next)?;
             next.changed = Vec::new();
             last = next.version + 1;
-            if let Some(v) = self
-                .try_write_next(next, "namespace", message, &BTreeMap::new())
-                .await?
-            {
-                return Ok(v);
+            let next = stamp(next, "namespace", message, &BTreeMap::new());
+            if let Written::Won(s) = self.write_next(head.as_deref(), floor, next).await? {
+                return Ok(s.version.version);
             }
         }
         Err(LakeError::TooManyRetries {
             attempts: MAX_COMMIT_ATTEMPTS,
             version: last,
         })
-    }
-
-    /// Write `next` (edited from the head) as the version after it, create-if-absent; update
-    /// the hint. `None` when another writer took that version first.
-    async fn try_write_next(
-        &self,
-        mut next: CatalogVersion,
-        operation: &str,
-        message: &str,
-        properties: &BTreeMap<String, String>,
-    ) -> Result<Option<u64>> {
-        next.format = CATALOG_FORMAT;
-        next.version += 1;
-        next.committed_at_ms = chrono::Utc::now().timestamp_millis();
-        next.operation = operation.to_string();
-        next.message = message.to_string();
-        next.properties = properties.clone();
-        let bytes =
-            serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?;
-        let location = self.version_location(next.version);
-        if !storage::put_if_absent(self.stores(), &location, Bytes::from(bytes)).await? {
-            return Ok(None);
-        }
-        // The version before ours gone means the log moved past it and expired it while this
-        // writer was staging: ours landed in the expired prefix. Take it back and retry.
-        if next.version > 1 && !self.version_exists(next.version - 1).await? {
-            let _ = storage::delete(self.stores(), &location).await;
-            return Ok(None);
-        }
-        // Best effort: the hint only speeds up finding the head.
-        let _ = storage::put(
-            self.stores(),
-            &self.hint_location(),
-            Bytes::from(next.version.to_string()),
-        )
-        .await;
-        let version = next.version;
-        self.remember(Arc::new(next));
-        Ok(Some(version))
     }
 
     async fn write_metadata(
@@ -888,34 +737,26 @@ fn metadata_number(location: &str) -> Option<u64> {
     file.split('-').next()?.parse().ok()
 }
 
-fn parse_version(location: &str, bytes: &[u8], expected: u64) -> Result<CatalogVersion> {
-    #[derive(Deserialize)]
-    struct Probe {
-        format: u32,
-    }
-    let probe: Probe = serde_json::from_slice(bytes).map_err(|e| LakeError::BadCatalogVersion {
-        location: location.to_string(),
-        detail: e.to_string(),
-    })?;
-    if probe.format > CATALOG_FORMAT {
-        return Err(LakeError::UnsupportedFormat {
-            location: location.to_string(),
-            found: probe.format,
-            supported: CATALOG_FORMAT,
-        });
-    }
-    let v: CatalogVersion =
-        serde_json::from_slice(bytes).map_err(|e| LakeError::BadCatalogVersion {
-            location: location.to_string(),
-            detail: e.to_string(),
-        })?;
-    if v.version != expected {
-        return Err(LakeError::BadCatalogVersion {
-            location: location.to_string(),
-            detail: format!("file says version {}, its name says {expected}", v.version),
-        });
-    }
-    Ok(v)
+/// Why a commit failed, and whether a version of it may be in the log (then the files it
+/// wrote must stay).
+struct Failed {
+    error: LakeError,
+    may_be_named: bool,
+}
+
+/// `next` with what every new version says about the commit that writes it, and a fresh id.
+fn stamp(
+    mut next: CatalogVersion,
+    operation: &str,
+    message: &str,
+    properties: &BTreeMap<String, String>,
+) -> CatalogVersion {
+    next.committed_at_ms = chrono::Utc::now().timestamp_millis();
+    next.operation = operation.to_string();
+    next.message = message.to_string();
+    next.properties = properties.clone();
+    next.commit_id = Some(uuid::Uuid::new_v4().to_string());
+    next
 }
 
 #[cfg(test)]
@@ -932,28 +773,6 @@ mod tests {
             metadata_number("file:///w/t/metadata/x.metadata.json"),
             None
         );
-    }
-
-    #[test]
-    fn versions_are_checked_for_format_shape_and_number() {
-        let ok = serde_json::to_vec(&CatalogVersion {
-            version: 3,
-            ..CatalogVersion::empty()
-        })
-        .unwrap();
-        assert_eq!(parse_version("v3", &ok, 3).unwrap().version, 3);
-        assert!(matches!(
-            parse_version("v4", &ok, 4),
-            Err(LakeError::BadCatalogVersion { .. })
-        ));
-        assert!(matches!(
-            parse_version("v", br#"{"format": 2}"#, 1),
-            Err(LakeError::UnsupportedFormat { found: 2, .. })
-        ));
-        assert!(matches!(
-            parse_version("v", b"not json", 1),
-            Err(LakeError::BadCatalogVersion { .. })
-        ));
     }
 
     #[tokio::test]

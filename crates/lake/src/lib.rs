@@ -30,6 +30,7 @@ mod catalog;
 mod error;
 pub mod faults;
 mod iceberg_catalog;
+mod log;
 mod maintenance;
 mod read;
 mod sql;

@@ -104,16 +104,43 @@ pub async fn read_optional(stores: &Stores, location: &str) -> Result<Option<Byt
 
 /// Write an object only if nothing is there yet. `Ok(false)` when another writer was first.
 pub async fn put_if_absent(stores: &Stores, location: &str, bytes: Bytes) -> Result<bool> {
+    match try_put_if_absent(stores, location, bytes).await? {
+        PutIfAbsent::Written => Ok(true),
+        PutIfAbsent::Exists => Ok(false),
+        PutIfAbsent::Failed(e) => Err(LakeError::store(location, e)),
+    }
+}
+
+/// What a create-if-absent put answered.
+#[derive(Debug)]
+pub(crate) enum PutIfAbsent {
+    /// Ours is there.
+    Written,
+    /// Something was there already (perhaps ours, from an earlier put whose answer was lost).
+    Exists,
+    /// The store failed: the put may or may not have landed.
+    Failed(object_store::Error),
+}
+
+/// [`put_if_absent`] that hands back a store failure instead of turning it into an error, for
+/// callers that must settle whether the put landed.
+pub(crate) async fn try_put_if_absent(
+    stores: &Stores,
+    location: &str,
+    bytes: Bytes,
+) -> Result<PutIfAbsent> {
     let (store, path) = stores.resolve(location)?;
     let opts = PutOptions {
         mode: PutMode::Create,
         ..Default::default()
     };
-    match store.put_opts(&path, PutPayload::from(bytes), opts).await {
-        Ok(_) => Ok(true),
-        Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-        Err(e) => Err(LakeError::store(location, e)),
-    }
+    Ok(
+        match store.put_opts(&path, PutPayload::from(bytes), opts).await {
+            Ok(_) => PutIfAbsent::Written,
+            Err(object_store::Error::AlreadyExists { .. }) => PutIfAbsent::Exists,
+            Err(e) => PutIfAbsent::Failed(e),
+        },
+    )
 }
 
 /// Overwrite an object (used only for hints, never for truth).

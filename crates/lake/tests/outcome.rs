@@ -1,0 +1,463 @@
+//! Commits under a failing store: the outcome of every commit is known or reported unknown,
+//! the head never names a missing file, the log is a hash chain, and expired version numbers
+//! are never reused.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{batch, ids, schema};
+use futures::TryStreamExt;
+use lake::faults::{Fault, FaultyStore, Gate, Op};
+use lake::{At, Catalog, LakeError};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+const VERSIONS: &str = "catalog/versions/v";
+
+fn store() -> FaultyStore {
+    FaultyStore::new(Arc::new(InMemory::new()))
+}
+
+fn open(store: &FaultyStore) -> Catalog {
+    Catalog::open_store(
+        Arc::new(store.clone()),
+        "memory:///catalog",
+        "memory:///warehouse",
+    )
+}
+
+fn version_path(n: u64) -> String {
+    format!("{VERSIONS}{n:020}.json")
+}
+
+/// Every object path in the store.
+async fn objects(store: &FaultyStore) -> Vec<String> {
+    let mut out: Vec<String> = store
+        .list(None)
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    out.sort();
+    out
+}
+
+/// A fresh handle (no cache) reads every table of the head in full: nothing it names is missing.
+async fn assert_head_reads(store: &FaultyStore) -> lake::CatalogVersion {
+    let fresh = open(store);
+    let head = fresh.head().await.unwrap();
+    for t in head.tables.keys() {
+        let table = fresh.table(t).await.unwrap();
+        table.scan(&At::Main).await.unwrap();
+    }
+    head
+}
+
+async fn setup(store: &FaultyStore) -> Catalog {
+    let c = open(store);
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    c.append("bronze.t", "main", &[batch(0..3, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    c
+}
+
+async fn staged(c: &Catalog, rows: std::ops::Range<i64>) -> lake::TableChange {
+    c.table("bronze.t")
+        .await
+        .unwrap()
+        .stage_append("main", &[batch(rows, "d")], BTreeMap::new())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_put_refused_before_writing_is_a_typed_error_and_changes_nothing() {
+    let s = store();
+    let c = setup(&s).await;
+    let before = c.head().await.unwrap();
+
+    // The new metadata file cannot be written: a storage error, the head as it was.
+    let change = staged(&c, 10..12).await;
+    s.inject(Op::Put, ".metadata.json", Fault::FailBefore, 1);
+    let err = c
+        .commit(vec![change], "append", "m", BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LakeError::Store { .. }), "{err}");
+    assert_eq!(assert_head_reads(&s).await, before);
+
+    // The version put is refused every time it is tried: the commit cannot know whether a
+    // put still in flight lands, so it says so, and deletes nothing it wrote.
+    let change = staged(&c, 10..12).await;
+    let md = change.metadata().unwrap().location().to_string();
+    assert!(md.starts_with("memory:///warehouse"));
+    s.inject(Op::Put, VERSIONS, Fault::FailBefore, 100);
+    let objects_before = objects(&s).await;
+    let err = c
+        .commit(vec![change], "append", "v", BTreeMap::new())
+        .await
+        .unwrap_err();
+    s.clear();
+    assert!(
+        matches!(err, LakeError::CommitOutcomeUnknown { version: 3, .. }),
+        "{err}"
+    );
+    let written: Vec<String> = objects(&s)
+        .await
+        .into_iter()
+        .filter(|o| !objects_before.contains(o))
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert!(written[0].ends_with(".metadata.json"), "kept: {written:?}");
+    assert_eq!(assert_head_reads(&s).await, before);
+
+    // Refused once only: the put is tried again and lands.
+    let change = staged(&c, 10..12).await;
+    s.inject(Op::Put, VERSIONS, Fault::FailBefore, 1);
+    let done = c
+        .commit(vec![change], "append", "v", BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(done.version, 3);
+    let t = open(&s).table("bronze.t").await.unwrap();
+    assert_eq!(
+        ids(&t.scan(&At::Main).await.unwrap()),
+        vec![0, 1, 2, 10, 11]
+    );
+}
+
+#[tokio::test]
+async fn a_version_put_whose_answer_is_lost_is_read_back_as_ours() {
+    let s = store();
+    let c = setup(&s).await;
+    let change = staged(&c, 10..12).await;
+    // The version lands; the answer is lost. The old code deleted its metadata files here,
+    // leaving the head naming a file that was gone.
+    s.inject(Op::Put, VERSIONS, Fault::FailAfter, 1);
+    let done = c
+        .commit(vec![change], "append", "lost answer", BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(s.pending(), 0);
+    assert_eq!(done.version, 3);
+    let head = assert_head_reads(&s).await;
+    assert_eq!(head.version, 3);
+    assert!(head.commit_id.is_some());
+    let t = open(&s).table("bronze.t").await.unwrap();
+    assert_eq!(
+        ids(&t.scan(&At::Main).await.unwrap()),
+        vec![0, 1, 2, 10, 11]
+    );
+
+    // Namespace edits settle their doubts the same way.
+    s.inject(Op::Put, VERSIONS, Fault::FailAfter, 1);
+    assert_eq!(c.set_namespace("silver", BTreeMap::new()).await.unwrap(), 4);
+    assert!(
+        open(&s)
+            .head()
+            .await
+            .unwrap()
+            .namespaces
+            .contains_key("silver")
+    );
+}
+
+#[tokio::test]
+async fn a_lost_answer_that_cannot_be_read_back_is_unknown_and_deletes_nothing() {
+    let s = store();
+    let c = setup(&s).await;
+    let change = staged(&c, 10..12).await;
+    let objects_before = objects(&s).await;
+    s.inject(Op::Put, VERSIONS, Fault::FailAfter, 1);
+    s.inject(Op::Get, VERSIONS, Fault::FailBefore, 1);
+    let err = c
+        .commit(vec![change], "append", "unknown", BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LakeError::CommitOutcomeUnknown { version: 3, .. }),
+        "{err}"
+    );
+    // It did land, and every file it names is there.
+    let head = assert_head_reads(&s).await;
+    assert_eq!(head.version, 3);
+    let now = objects(&s).await;
+    assert!(objects_before.iter().all(|o| now.contains(o)));
+    let t = open(&s).table("bronze.t").await.unwrap();
+    assert_eq!(
+        ids(&t.scan(&At::Main).await.unwrap()),
+        vec![0, 1, 2, 10, 11]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_race_deletes_the_losers_files_and_retries_on_the_new_base() {
+    let s = store();
+    let c = setup(&s).await;
+    let other = open(&s);
+    let change = staged(&c, 10..12).await;
+    let md = objects(&s).await;
+    // Our put of version 3 is held; another writer takes version 3 meanwhile. Ours then finds
+    // it taken, reads it back (another id: a lost race) and meets a conflict on the new base.
+    let gate = Gate::new();
+    s.inject(Op::Put, &version_path(3), Fault::Pause(gate.clone()), 1);
+    let writer = c.clone();
+    let ours = tokio::spawn(async move {
+        writer
+            .commit(vec![change], "append", "late", BTreeMap::new())
+            .await
+    });
+    gate.reached().await;
+    other
+        .append("bronze.t", "main", &[batch(20..21, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    gate.release();
+    let err = ours.await.unwrap().unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    // Ours was never in the log: its metadata file is gone again.
+    let other_files: Vec<String> = objects(&s)
+        .await
+        .into_iter()
+        .filter(|o| !md.contains(o) && o.ends_with(".metadata.json"))
+        .collect();
+    assert_eq!(other_files.len(), 1, "only the winner's: {other_files:?}");
+    assert_head_reads(&s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_version_puts_still_give_one_winner_per_version() {
+    let s = store();
+    let c = open(&s);
+    c.create_table("bronze.a", &schema(), &[]).await.unwrap();
+    c.create_table("bronze.b", &schema(), &[]).await.unwrap();
+    s.inject(
+        Op::Put,
+        VERSIONS,
+        Fault::Slow(Duration::from_millis(20)),
+        usize::MAX,
+    );
+    let mut tasks = Vec::new();
+    for w in 0..2i64 {
+        let c = open(&s);
+        tasks.push(tokio::spawn(async move {
+            let mut versions = Vec::new();
+            for k in 0..4i64 {
+                let table = if k % 2 == 0 { "bronze.a" } else { "bronze.b" };
+                let rows = w * 100 + k * 10..w * 100 + k * 10 + 2;
+                let done = c
+                    .append(table, "main", &[batch(rows, "d")], BTreeMap::new())
+                    .await
+                    .unwrap();
+                versions.push(done.version);
+            }
+            versions
+        }));
+    }
+    let mut won = Vec::new();
+    for t in tasks {
+        won.extend(t.await.unwrap());
+    }
+    s.clear();
+    won.sort_unstable();
+    assert_eq!(won, (3..=10).collect::<Vec<u64>>(), "each version won once");
+    let log = c.log().await.unwrap();
+    assert_eq!(
+        log.iter().map(|v| v.version).collect::<Vec<_>>(),
+        (1..=10).collect::<Vec<_>>()
+    );
+    let mut rows = ids(&c
+        .table("bronze.a")
+        .await
+        .unwrap()
+        .scan(&At::Main)
+        .await
+        .unwrap());
+    rows.extend(ids(&c
+        .table("bronze.b")
+        .await
+        .unwrap()
+        .scan(&At::Main)
+        .await
+        .unwrap()));
+    assert_eq!(rows.len(), 16);
+}
+
+#[tokio::test]
+async fn the_log_is_a_hash_chain_kept_across_expiry() {
+    let s = store();
+    let c = setup(&s).await;
+    for k in 0..3 {
+        c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    let log = c.log().await.unwrap();
+    assert_eq!(log.len(), 5);
+    assert_eq!(log[0].previous_sha256, None);
+    for v in &log[1..] {
+        let prev = c.version_sha256(v.version - 1).await.unwrap();
+        assert_eq!(
+            v.previous_sha256.as_deref(),
+            Some(prev.as_str()),
+            "v{}",
+            v.version
+        );
+    }
+    // The handle keeps the newest version's hash: the next commit reads no version file.
+    let head_hash = c.version_sha256(5).await.unwrap();
+    s.reset_calls();
+    c.set_namespace("silver", BTreeMap::new()).await.unwrap();
+    assert_eq!(s.calls(Op::Get, VERSIONS), 0);
+    assert_eq!(c.version(6).await.unwrap().previous_sha256, Some(head_hash));
+    // After expiry the next version still records the hash of the one it was written after.
+    let before = c.version_sha256(6).await.unwrap();
+    c.expire_versions(1).await.unwrap();
+    let fresh = open(&s);
+    fresh.set_namespace("gold", BTreeMap::new()).await.unwrap();
+    assert_eq!(
+        fresh.version(7).await.unwrap().previous_sha256,
+        Some(before)
+    );
+    assert!(matches!(
+        fresh.version_sha256(5).await,
+        Err(LakeError::NoSuchVersion { version: 5, .. })
+    ));
+}
+
+/// A writer whose version lands after its number was expired, and a handle that cached an old
+/// head, never report success behind the real head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn expired_version_numbers_are_never_reused() {
+    let s = store();
+    let a = open(&s);
+    a.create_table("bronze.x", &schema(), &[]).await.unwrap();
+    a.create_table("bronze.y", &schema(), &[]).await.unwrap();
+    // Two long-lived handles last look at the log at version 2.
+    let s1 = open(&s);
+    let s2 = open(&s);
+    assert_eq!(s1.head().await.unwrap().version, 2);
+    assert_eq!(s2.head().await.unwrap().version, 2);
+
+    // S1 stages and puts version 3, held before it reaches the store.
+    let before_put = Gate::new();
+    s.inject(
+        Op::Put,
+        &version_path(3),
+        Fault::Pause(before_put.clone()),
+        1,
+    );
+    let change = s1
+        .table("bronze.x")
+        .await
+        .unwrap()
+        .stage_append("main", &[batch(0..1, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let writer = s1.clone();
+    let first = tokio::spawn(async move {
+        writer
+            .commit(vec![change], "append", "s1", BTreeMap::new())
+            .await
+    });
+    before_put.reached().await;
+
+    // Meanwhile the log moves to version 5 and everything before it expires.
+    for k in 0..3 {
+        a.append("bronze.y", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    assert_eq!(a.expire_versions(1).await.unwrap(), vec![1, 2, 3, 4]);
+
+    // S1's put now lands in the expired range; it is held again right after, before it looks
+    // at the floor, so its version 3 is in storage while S2 looks for the head.
+    let after_put = Gate::new();
+    s.inject(
+        Op::List,
+        "versions/floor",
+        Fault::Pause(after_put.clone()),
+        1,
+    );
+    before_put.release();
+    after_put.reached().await;
+    assert!(s.head(&Path::from(version_path(3))).await.is_ok());
+
+    // S2 must not build on S1's stray version 3: it lands on top of the real head (the old
+    // code wrote version 4 after it and reported success, behind version 5).
+    let second = s2
+        .append("bronze.y", "main", &[batch(10..11, "d")], BTreeMap::new())
+        .await;
+    match &second {
+        Ok(done) => assert_eq!(done.version, 6),
+        Err(e) => assert!(e.is_conflict(), "{e}"),
+    }
+
+    // S1 finds its version below the floor, takes it back and lands on top too.
+    after_put.release();
+    let first = first.await.unwrap();
+    match &first {
+        Ok(done) => assert!(done.version > 5, "{}", done.version),
+        Err(e) => assert!(e.is_conflict(), "{e}"),
+    }
+    assert!(s.head(&Path::from(version_path(3))).await.is_err());
+
+    // The kept log is contiguous from the floor to the head, chained, and names every row.
+    let fresh = open(&s);
+    let log = fresh.log().await.unwrap();
+    let numbers: Vec<u64> = log.iter().map(|v| v.version).collect();
+    assert_eq!(numbers, vec![5, 6, 7]);
+    for w in log.windows(2) {
+        let prev = fresh.version_sha256(w[0].version).await.unwrap();
+        assert_eq!(w[1].previous_sha256.as_deref(), Some(prev.as_str()));
+    }
+    let x = fresh.table("bronze.x").await.unwrap();
+    assert_eq!(ids(&x.scan(&At::Main).await.unwrap()), vec![0]);
+    let y = fresh.table("bronze.y").await.unwrap();
+    assert_eq!(ids(&y.scan(&At::Main).await.unwrap()), vec![0, 1, 2, 10]);
+    assert!(matches!(
+        fresh.version(3).await,
+        Err(LakeError::NoSuchVersion { version: 3, .. })
+    ));
+}
+
+#[tokio::test]
+async fn one_table_twice_and_a_missing_data_file_have_their_own_errors() {
+    let s = store();
+    let c = setup(&s).await;
+    let a = staged(&c, 10..11).await;
+    let b = staged(&c, 11..12).await;
+    let err = c
+        .commit(vec![a, b], "append", "twice", BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LakeError::ChangedTwice { table } if table == "bronze.t"),
+        "{err}"
+    );
+
+    let before = objects(&s).await;
+    let change = staged(&c, 20..21).await;
+    let parquet: Vec<String> = objects(&s)
+        .await
+        .into_iter()
+        .filter(|o| !before.contains(o) && o.ends_with(".parquet"))
+        .collect();
+    assert_eq!(parquet.len(), 1);
+    s.delete(&Path::from(parquet[0].as_str())).await.unwrap();
+    let err = c
+        .commit(vec![change], "append", "missing", BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LakeError::MissingDataFile { table, file }
+            if table == "bronze.t" && file.ends_with(&parquet[0])),
+        "{err}"
+    );
+    assert_eq!(assert_head_reads(&s).await.version, 2);
+}
