@@ -36,6 +36,7 @@ mod read;
 mod sql;
 mod storage;
 mod table;
+mod verify;
 mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -47,11 +48,12 @@ pub use catalog::{
 pub use error::{LakeError, Result};
 pub use iceberg::spec::{Datum, Literal, PrimitiveLiteral, Struct, Transform};
 use iceberg::spec::{TableMetadataBuilder, UnboundPartitionSpec};
-pub use maintenance::{ExpireOptions, OrphanReport};
+pub use maintenance::{ExpireOptions, FileKind, OrphanReport, WATERMARK_PREFIX, watermark_key};
 pub use read::{AddedBy, Incremental};
 pub use sql::{SqlContext, register_table};
 pub use storage::Stores;
 pub use table::{At, RefInfo, RefOp, SnapshotInfo, Table, TableName};
+pub use verify::{VerifyProblem, VerifyReport};
 pub use write::{Replace, RowPredicate, SUMMARY_BRANCH};
 
 /// Re-exported so users need not pin their own versions.
@@ -307,22 +309,11 @@ impl Catalog {
         Ok(c.version)
     }
 
-    /// Expire the snapshots of one table that no ref needs; returns the expired ids.
+    /// Expire the snapshots of one table that no ref, retention rule or watermark needs, as of
+    /// the wall clock ([`Catalog::expire_snapshots_at`]); returns the expired ids.
     pub async fn expire_snapshots(&self, name: &str, opts: &ExpireOptions) -> Result<Vec<i64>> {
-        let table = self.table(name).await?;
-        match table.stage_expire(opts)? {
-            None => Ok(Vec::new()),
-            Some((change, ids)) => {
-                self.commit(
-                    vec![change],
-                    "expire-snapshots",
-                    &format!("expire {} snapshots of {name}", ids.len()),
-                    BTreeMap::new(),
-                )
-                .await?;
-                Ok(ids)
-            }
-        }
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        self.expire_snapshots_at(name, opts, now_ms).await
     }
 
     /// Remove a table from the catalog (its files stay; older versions still read it).

@@ -1,0 +1,441 @@
+//! Maintenance never deletes live data: orphan removal keeps everything any kept catalog version
+//! reaches, whatever the warehouse path is spelt like, whichever name wrote it, and never
+//! touches what the catalog does not own.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use common::{batch, ids, schema};
+use iceberg::spec::StatisticsFile;
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::{NamespaceIdent, TableIdent};
+use lake::{At, Catalog};
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p);
+            }
+        }
+    }
+    out
+}
+
+/// A time well after every file these tests write.
+fn later() -> i64 {
+    chrono::Utc::now().timestamp_millis() + 60_000
+}
+
+fn ident(ns: &str, t: &str) -> TableIdent {
+    TableIdent::new(NamespaceIdent::new(ns.into()), t.into())
+}
+
+async fn rows(c: &Catalog, name: &str) -> Vec<i64> {
+    let t = c.table(name).await.unwrap();
+    ids(&t.scan(&At::Main).await.unwrap())
+}
+
+#[tokio::test]
+async fn a_warehouse_path_with_a_space_and_an_accent_keeps_every_live_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("My Lake").join("Café");
+    let wh = root.join("warehouse");
+    let c = Catalog::open_local(root.join("catalog"), &wh).unwrap();
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    for k in 0..3i64 {
+        c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    let before = walk(&wh);
+    let report = c.remove_orphans(later(), 0).await.unwrap();
+    assert_eq!(report.total(), 0, "{report:?}");
+    assert_eq!(walk(&wh), before);
+    assert_eq!(rows(&c, "bronze.t").await, vec![0, 1, 2]);
+
+    // A real orphan in the same folder is still found and removed.
+    let stray = wh
+        .join("bronze")
+        .join("t")
+        .join("data")
+        .join("stray.parquet");
+    std::fs::write(&stray, b"debris").unwrap();
+    let report = c.remove_orphans(later(), 0).await.unwrap();
+    assert_eq!(report.total(), 1, "{report:?}");
+    assert!(!stray.exists());
+    assert_eq!(walk(&wh), before);
+    assert!(c.verify().await.unwrap().is_clean());
+}
+
+#[tokio::test]
+async fn a_renamed_table_keeps_what_it_wrote_under_its_new_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse")).unwrap();
+    c.create_table("bronze.a", &schema(), &[]).await.unwrap();
+    c.append("bronze.a", "main", &[batch(0..2, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    iceberg::Catalog::rename_table(&c, &ident("bronze", "a"), &ident("bronze", "b"))
+        .await
+        .unwrap();
+    // Written under the new name, in the old name's location.
+    c.append("bronze.b", "main", &[batch(2..4, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let report = c.remove_orphans(later(), 0).await.unwrap();
+    assert_eq!(report.total(), 0, "{report:?}");
+    assert_eq!(rows(&c, "bronze.b").await, vec![0, 1, 2, 3]);
+}
+
+#[tokio::test]
+async fn two_names_on_one_location_keep_each_others_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse")).unwrap();
+    let a = c.create_table("bronze.a", &schema(), &[]).await.unwrap();
+    iceberg::Catalog::register_table(
+        &c,
+        &ident("silver", "copy"),
+        a.metadata_location().to_string(),
+    )
+    .await
+    .unwrap();
+    c.append("silver.copy", "main", &[batch(0..2, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    c.append("bronze.a", "main", &[batch(5..6, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let report = c.remove_orphans(later(), 0).await.unwrap();
+    assert_eq!(report.total(), 0, "{report:?}");
+    assert_eq!(rows(&c, "silver.copy").await, vec![0, 1]);
+    assert_eq!(rows(&c, "bronze.a").await, vec![5]);
+}
+
+#[tokio::test]
+async fn statistics_files_are_reachable() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse")).unwrap();
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    let s = c
+        .append("bronze.t", "main", &[batch(0..2, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let t = c.table("bronze.t").await.unwrap();
+    let stats_path = format!("{}/metadata/stats-{}.puffin", t.location(), s.snapshot_id);
+    let stats_file = dir
+        .path()
+        .join("warehouse/bronze/t/metadata")
+        .join(format!("stats-{}.puffin", s.snapshot_id));
+    std::fs::write(&stats_file, b"PFA1 not really puffin").unwrap();
+    let tx = Transaction::new(t.iceberg());
+    let tx = tx
+        .update_statistics()
+        .set_statistics(StatisticsFile {
+            snapshot_id: s.snapshot_id,
+            statistics_path: stats_path,
+            file_size_in_bytes: 22,
+            file_footer_size_in_bytes: 4,
+            key_metadata: None,
+            blob_metadata: Vec::new(),
+        })
+        .apply(tx)
+        .unwrap();
+    tx.commit(&c).await.unwrap();
+    let report = c.remove_orphans(later(), 0).await.unwrap();
+    assert_eq!(report.total(), 0, "{report:?}");
+    assert!(stats_file.exists());
+    let verified = c.verify().await.unwrap();
+    assert!(verified.is_clean(), "{verified:?}");
+    assert_eq!(verified.checked.get("statistics"), Some(&1));
+}
+
+#[tokio::test]
+async fn a_table_registered_from_outside_the_warehouse_is_never_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse")).unwrap();
+    // Another lake's table, registered here by its metadata.
+    let other = dir.path().join("elsewhere");
+    let o = Catalog::open_local(other.join("catalog"), other.join("warehouse")).unwrap();
+    o.create_table("ext.t", &schema(), &[]).await.unwrap();
+    o.append("ext.t", "main", &[batch(0..2, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let ext = o.table("ext.t").await.unwrap();
+    iceberg::Catalog::register_table(&c, &ident("ext", "t"), ext.metadata_location().into())
+        .await
+        .unwrap();
+    // The other lake's own history and a file of theirs this catalog knows nothing about.
+    let theirs = other.join("warehouse/ext/t/data/theirs.parquet");
+    std::fs::write(&theirs, b"not ours to judge").unwrap();
+    let before = walk(&other);
+    let report = c.remove_orphans(later(), 0).await.unwrap();
+    assert_eq!(report.total(), 0, "{report:?}");
+    assert_eq!(report.not_swept, vec![ext.location().to_string()]);
+    assert_eq!(walk(&other), before);
+}
+
+#[tokio::test]
+async fn the_seasons_raw_files_and_the_catalog_are_never_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("warehouse");
+    // The catalog inside the warehouse, as a careless setup might put it.
+    let c = Catalog::open_local(wh.join("catalog"), &wh).unwrap();
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    // A table whose location is the warehouse root itself.
+    let ice_schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&schema()).unwrap();
+    let creation = iceberg::TableCreation::builder()
+        .name("wide".into())
+        .location(c.warehouse_url().to_string())
+        .schema(ice_schema)
+        .build();
+    iceberg::Catalog::create_table(&c, &NamespaceIdent::new("bronze".into()), creation)
+        .await
+        .unwrap();
+    c.append("bronze.wide", "main", &[batch(0..2, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    c.append("bronze.t", "main", &[batch(2..3, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    for f in ["landing/payments/2026-08-20.csv", "truth/season.json"] {
+        let p = wh.join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, b"raw").unwrap();
+    }
+    let before = walk(&wh);
+    let report = c.remove_orphans(later(), 0).await.unwrap();
+    assert_eq!(report.total(), 0, "{report:?}");
+    assert_eq!(walk(&wh), before);
+    assert_eq!(rows(&c, "bronze.wide").await, vec![0, 1]);
+    assert_eq!(rows(&c, "bronze.t").await, vec![2]);
+}
+
+#[tokio::test]
+async fn the_grace_period_runs_from_when_a_file_became_unreachable() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("warehouse");
+    let c = Catalog::open_local(dir.path().join("catalog"), &wh).unwrap();
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    for k in 0..4i64 {
+        c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    // Every file is an hour old by the clock these passes are given.
+    let hour = 3_600_000;
+    let now = chrono::Utc::now().timestamp_millis() + 2 * hour;
+    let opts = lake::ExpireOptions {
+        older_than_ms: i64::MAX,
+        retain_last: 1,
+        protect: Vec::new(),
+    };
+    assert_eq!(
+        c.expire_snapshots("bronze.t", &opts).await.unwrap().len(),
+        3
+    );
+    c.expire_versions(1).await.unwrap();
+    let before = walk(&wh);
+
+    // The expired snapshots' files were reachable until a moment ago: a reader that loaded an
+    // older version may still be reading them. They wait in the ledger.
+    let first = c.remove_orphans(now, hour).await.unwrap();
+    assert_eq!(first.total(), 0, "{first:?}");
+    assert!(first.waiting >= 3, "{first:?}");
+    assert_eq!(first.too_young, first.waiting);
+    assert_eq!(walk(&wh), before);
+    let ledger = dir.path().join("catalog/maintenance/unreachable.json");
+    assert!(ledger.exists());
+
+    // Not yet an hour since they were first seen unreachable.
+    let again = c.remove_orphans(now + hour - 1, hour).await.unwrap();
+    assert_eq!(again.total(), 0, "{again:?}");
+    assert_eq!(again.waiting, first.waiting);
+
+    // An hour on, they go; the table still reads every row.
+    let swept = c.remove_orphans(now + hour, hour).await.unwrap();
+    assert_eq!(swept.total(), first.waiting, "{swept:?}");
+    assert_eq!(swept.waiting, 0);
+    assert_eq!(rows(&c, "bronze.t").await, vec![0, 1, 2, 3]);
+    assert!(c.verify().await.unwrap().is_clean());
+}
+
+#[tokio::test]
+async fn no_grace_deletes_unreachable_files_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("warehouse");
+    let c = Catalog::open_local(dir.path().join("catalog"), &wh).unwrap();
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    for k in 0..3i64 {
+        c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    let opts = lake::ExpireOptions {
+        older_than_ms: i64::MAX,
+        retain_last: 1,
+        protect: Vec::new(),
+    };
+    c.expire_snapshots("bronze.t", &opts).await.unwrap();
+    c.expire_versions(1).await.unwrap();
+    let swept = c.remove_orphans(later(), 0).await.unwrap();
+    assert!(swept.total() >= 2, "{swept:?}");
+    assert_eq!(swept.waiting, 0);
+    assert_eq!(rows(&c, "bronze.t").await, vec![0, 1, 2]);
+}
+
+/// A lake with one table and three appends, in `dir`.
+async fn small_lake(dir: &Path) -> Catalog {
+    let c = Catalog::open_local(dir.join("catalog"), dir.join("warehouse")).unwrap();
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    for k in 0..3i64 {
+        c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    c
+}
+
+fn local_path(location: &str) -> PathBuf {
+    url::Url::parse(location).unwrap().to_file_path().unwrap()
+}
+
+#[tokio::test]
+async fn a_clean_lake_verifies_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = small_lake(dir.path()).await;
+    let report = c.verify().await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.versions, vec![1, 2, 3, 4]);
+    assert_eq!(report.checked["catalog-version"], 4);
+    assert_eq!(report.checked["data-file"], 3);
+    assert_eq!(report.checked["manifest-list"], 3);
+    assert!(report.checked["manifest"] >= 3, "{report:?}");
+    assert!(report.checked["metadata"] >= 4, "{report:?}");
+    assert!(
+        serde_json::to_string(&report)
+            .unwrap()
+            .contains("catalog-version")
+    );
+}
+
+#[tokio::test]
+async fn verify_names_a_deleted_data_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = small_lake(dir.path()).await;
+    let t = c.table("bronze.t").await.unwrap();
+    let snap = t.snapshot(t.head("main").unwrap()).unwrap();
+    let files = t.files_added_by(&snap).await.unwrap();
+    let gone = files[0].file_path().to_string();
+    std::fs::remove_file(local_path(&gone)).unwrap();
+    let report = c.verify().await.unwrap();
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+    let p = &report.problems[0];
+    assert_eq!(
+        (p.kind.as_str(), p.location.as_str()),
+        ("data-file", gone.as_str())
+    );
+    assert_eq!(p.table.as_deref(), Some("bronze.t"));
+    assert!(p.detail.contains("does not exist"), "{p:?}");
+}
+
+#[tokio::test]
+async fn verify_names_a_truncated_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = small_lake(dir.path()).await;
+    let t = c.table("bronze.t").await.unwrap();
+    let head = t.iceberg().metadata().current_snapshot().unwrap().clone();
+    let list = t
+        .iceberg()
+        .manifest_list_reader(&head)
+        .load()
+        .await
+        .unwrap();
+    let manifest = list.entries()[0].manifest_path.clone();
+    let path = local_path(&manifest);
+    let len = std::fs::metadata(&path).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let report = c.verify().await.unwrap();
+    assert!(!report.is_clean());
+    assert!(
+        report
+            .problems
+            .iter()
+            .all(|p| p.kind == "manifest" && p.location == manifest),
+        "{report:?}"
+    );
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.detail.contains(&format!("{len}"))),
+        "the recorded length is named: {report:?}"
+    );
+}
+
+#[tokio::test]
+async fn verify_names_an_edited_catalog_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = small_lake(dir.path()).await;
+    let v2 = dir.path().join(format!("catalog/versions/v{:020}.json", 2));
+    let text = std::fs::read_to_string(&v2).unwrap();
+    let edited = text.replacen("branch main", "branch main (edited)", 1);
+    assert_ne!(text, edited);
+    std::fs::write(&v2, edited).unwrap();
+    // Still a valid version: only the chain shows the edit.
+    assert!(c.version(2).await.is_ok());
+    let report = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse"))
+        .unwrap()
+        .verify()
+        .await
+        .unwrap();
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+    let p = &report.problems[0];
+    assert_eq!((p.kind.as_str(), p.version), ("catalog-version", Some(2)));
+    assert!(p.location.ends_with(&format!("v{:020}.json", 2)), "{p:?}");
+    assert!(report.versions_unchained.is_empty(), "{report:?}");
+}
+
+#[tokio::test]
+async fn versions_before_the_chain_are_unchained_not_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = small_lake(dir.path()).await;
+    // As written by a build before the hash chain: the newest version records no hash.
+    let v4 = dir.path().join(format!("catalog/versions/v{:020}.json", 4));
+    let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&v4).unwrap()).unwrap();
+    assert!(
+        json.as_object_mut()
+            .unwrap()
+            .remove("previous_sha256")
+            .is_some()
+    );
+    std::fs::write(&v4, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    let fresh = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse"));
+    let report = fresh.unwrap().verify().await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.versions_unchained, vec![4]);
+    assert_eq!(report.versions_chained, 2);
+
+    // Expired versions are not checked; the oldest kept one has nothing to chain to.
+    assert_eq!(c.expire_versions(2).await.unwrap(), vec![1, 2]);
+    let report = c.verify().await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.versions, vec![3, 4]);
+    assert_eq!(report.versions_chained, 0);
+}
