@@ -163,7 +163,8 @@ pub struct TideArgs {
     pub start: NaiveDate,
 
     /// Keep the experiment's lake (catalog/ and warehouse/) in this folder, which must hold no
-    /// lake yet. Default: a temporary folder, removed at the end.
+    /// lake yet: a lake with other tables is refused, as the tidy would erase its history.
+    /// Default: a temporary folder, removed at the end.
     #[arg(long, value_name = "DIR")]
     pub lake_dir: Option<PathBuf>,
 

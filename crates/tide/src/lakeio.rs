@@ -23,8 +23,33 @@ use crate::model::{Model, Watermark};
 pub const BRONZE: &str = "tide.listing_event";
 /// Snapshot summary key: the loader's (simulated) commit time, ms since the epoch.
 pub const SUMMARY_LOADED_AT_MS: &str = "tide.loaded-at-ms";
-/// Snapshot summary key on a target: the bronze snapshot the model consumed through.
-pub const SUMMARY_SOURCE_SNAPSHOT: &str = "tide.source-snapshot";
+/// Snapshot summary key on a target: the bronze snapshot the model consumed through. It is the
+/// lake's watermark convention ([`lake::watermark_key`] of [`BRONZE`]), so the lake's own
+/// expiry keeps what a target still names.
+pub const SUMMARY_SOURCE_SNAPSHOT: &str = "sugarshack.watermark.tide.listing_event";
+
+/// True for the tables this experiment creates: bronze and the model targets.
+pub(crate) fn is_tide_table(name: &str) -> bool {
+    name == BRONZE || name.starts_with("tide.fct_listing_event_")
+}
+
+/// Refuse a lake that holds (in any kept catalog version) tables that are not the tide's: the
+/// tide's tidy keeps one catalog version and removes unreachable files with no grace period,
+/// which would erase that lake's time travel. A lake of the tide's own tables is left to the
+/// usual checks.
+pub(crate) async fn refuse_foreign_tables(catalog: &Catalog, lake: &str) -> Result<(), TideError> {
+    let mut foreign = std::collections::BTreeSet::new();
+    for v in catalog.log().await? {
+        foreign.extend(v.tables.into_keys().filter(|t| !is_tide_table(t)));
+    }
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    Err(TideError::ForeignTables {
+        lake: lake.to_string(),
+        tables: foreign.into_iter().collect(),
+    })
+}
 
 /// `listing_event`'s columns (the targets have the same ones).
 pub fn schema() -> SchemaRef {
@@ -284,8 +309,22 @@ impl Bronze for LakeBronze {
             retain_last: 1,
             protect: protect.to_vec(),
         };
-        let expired = self.catalog.expire_snapshots(BRONZE, &opts).await?;
-        self.stats.expired += expired.len() as u64;
+        // The models are the only consumers and `protect` is where each has read to, which is
+        // at or past what its target last recorded: expire by those, staged on the table this
+        // loader holds (the catalog-wide expiry would also keep back to each target's recorded
+        // watermark, up to a simulated day of snapshots more).
+        let table = self.table().await?;
+        if let Some((change, expired)) = table.stage_expire(&opts)? {
+            self.catalog
+                .commit(
+                    vec![change],
+                    "expire-snapshots",
+                    &format!("expire {} snapshots of {BRONZE}", expired.len()),
+                    BTreeMap::new(),
+                )
+                .await?;
+            self.stats.expired += expired.len() as u64;
+        }
         self.table = None;
         self.stats.t_expire += t0.elapsed();
         Ok(())
@@ -506,9 +545,14 @@ impl LakeSink {
             retain_last: 1,
             protect: Vec::new(),
         };
+        let marks = self.catalog.watermarks().await?;
         let mut changes = Vec::new();
         for name in self.names.iter().flatten() {
             let table = self.catalog.table(name).await?;
+            let mut opts = opts.clone();
+            if let Some(ids) = marks.get(table.name()) {
+                opts.protect.extend(ids.iter().copied());
+            }
             if let Some((change, _)) = table.stage_expire(&opts)? {
                 changes.push(change);
             }
@@ -623,6 +667,14 @@ mod tests {
             },
         ];
         assert_eq!(from_batch(&to_batch(&rows)?)?, rows);
+        Ok(())
+    }
+
+    #[test]
+    fn the_target_watermark_is_the_lakes_convention() -> Result<(), TideError> {
+        let key = lake::watermark_key(&lake::TableName::parse(BRONZE)?);
+        assert_eq!(SUMMARY_SOURCE_SNAPSHOT, key);
+        assert!(SUMMARY_SOURCE_SNAPSHOT.starts_with(lake::WATERMARK_PREFIX));
         Ok(())
     }
 

@@ -59,6 +59,13 @@ pub enum TideError {
     /// The lake folder already holds this experiment's tables.
     #[error("the lake already has table {0}; give --lake-dir an empty folder")]
     LakeNotEmpty(String),
+    /// The lake folder holds tables that are not this experiment's: the tide's tidy (one
+    /// catalog version kept, unreachable files removed at once) would erase their history.
+    #[error(
+        "the lake at {lake} holds tables that are not the tide's ({}): the tide keeps only its newest catalog version and removes unreachable files at once, which would erase their history; give --lake-dir a folder of its own",
+        tables.join(", ")
+    )]
+    ForeignTables { lake: String, tables: Vec<String> },
     /// Bronze returned something the loader never wrote, or out of order.
     #[error("bronze: {0}")]
     Bronze(String),
@@ -154,10 +161,11 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
     // The temporary folder lives as long as `_guard`: to the end of the run.
     let (catalog, _guard) = match &at {
         LakeAt::Memory => (Catalog::in_memory(), None),
-        LakeAt::Dir(d) => (
-            Catalog::open_local(d.join("catalog"), d.join("warehouse"))?,
-            None,
-        ),
+        LakeAt::Dir(d) => {
+            let c = Catalog::open_local(d.join("catalog"), d.join("warehouse"))?;
+            lakeio::refuse_foreign_tables(&c, &d.display().to_string()).await?;
+            (c, None)
+        }
         LakeAt::Temporary => {
             let dir = tempfile::Builder::new()
                 .prefix("sugarshack-tide-")
@@ -293,5 +301,66 @@ pub fn render(report: &TideReport, format: TideFormat) -> Result<String, TideErr
     match format {
         TideFormat::Table => Ok(render_table(report)),
         TideFormat::Json => Ok(serde_json::to_string_pretty(report)? + "\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn small() -> TideArgs {
+        TideArgs {
+            days: 1,
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lake_dir_holding_other_tables_is_refused_and_left_alone() -> Result<(), TideError> {
+        let dir = tempfile::tempdir().map_err(|source| TideError::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse"))?;
+        c.create_table("bronze.payments", &lakeio::schema(), &[])
+            .await?;
+        c.set_namespace("bronze", BTreeMap::new()).await?;
+        let before = c.log().await?.len();
+        let err = run_on(&small(), LakeAt::Dir(dir.path().to_path_buf()), false)
+            .await
+            .err();
+        match &err {
+            Some(TideError::ForeignTables { tables, .. }) => {
+                assert_eq!(tables, &vec!["bronze.payments".to_string()]);
+            }
+            other => panic!("expected ForeignTables, got {other:?}"),
+        }
+        assert_eq!(c.log().await?.len(), before);
+        assert!(
+            c.list_tables()
+                .await?
+                .iter()
+                .all(|t| t.namespace == "bronze")
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_lake_of_the_tides_own_tables_is_not_foreign() -> Result<(), TideError> {
+        let c = Catalog::in_memory();
+        c.create_table(BRONZE, &lakeio::schema(), &[]).await?;
+        c.create_table("tide.fct_listing_event_15m_b", &lakeio::schema(), &[])
+            .await?;
+        lakeio::refuse_foreign_tables(&c, "memory").await?;
+        c.create_table("gold.cash", &lakeio::schema(), &[]).await?;
+        c.drop_table("gold.cash").await?;
+        // Dropped, but older versions still hold it: their time travel would go too.
+        assert!(matches!(
+            lakeio::refuse_foreign_tables(&c, "memory").await,
+            Err(TideError::ForeignTables { .. })
+        ));
+        Ok(())
     }
 }
