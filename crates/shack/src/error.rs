@@ -67,6 +67,18 @@ pub enum ShackError {
         "this tap wrote data for {elapsed:?}, more than half the orphan grace period ({grace:?}); nothing was committed (raise the grace period so it exceeds twice the longest tap)"
     )]
     OutlivedGrace { elapsed: Duration, grace: Duration },
+
+    /// A payments API version was asked for that the parser registry has no entry for.
+    #[error("no parser for payments api_version {version:?} (the registry knows {})", known.join(", "))]
+    UnknownParser { version: String, known: Vec<String> },
+
+    /// A bronze table the boil reads does not exist yet.
+    #[error("{table} does not exist: tap the landing zone before boiling")]
+    NoBronze { table: String },
+
+    /// Row-level checks of severity error failed: the boil committed nothing.
+    #[error("silver checks failed, nothing was committed: {}", failures.join("; "))]
+    ChecksFailed { failures: Vec<String> },
 }
 
 impl ShackError {

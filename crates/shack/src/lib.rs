@@ -37,8 +37,10 @@
 pub mod bronze;
 mod error;
 mod lines;
+pub mod silver;
 mod tap;
 
 pub use error::{Result, ShackError};
+pub use silver::{BoilOptions, BoilReport, boil};
 pub use sugarbush::{NoProgress, Progress, Source};
 pub use tap::{BatchReport, DuplicateReport, TapOptions, TapReport, tap, thousands};

@@ -1,0 +1,983 @@
+//! One boil: read what bronze added since the watermarks (or all of it), parse, deduplicate,
+//! fold, check, and commit every silver table in one catalog version.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow_array::{Array, LargeBinaryArray, RecordBatch};
+use lake::{At, Catalog, CatalogVersion, LakeError, Replace, Table, TableChange};
+use sugarbush::{Progress, Source};
+
+use crate::bronze::{self, LANDING_FILES};
+use crate::error::{Result, ShackError};
+
+use super::parse::{
+    self, CURRENCIES, EVENT_TYPES, Parsed, Parsers, Reason, STATUSES, known_versions,
+};
+use super::tables::{
+    self, FxRow, Lineage, OrderRow, PaymentRow, QuarantineRow, SettlementRow, TABLES,
+};
+use super::{
+    BoilOptions, BoilReport, CheckReport, Severity, SourceReport, TableReport, inputs, props,
+    watermark_key,
+};
+
+/// A bronze line with its lineage.
+struct BronzeRow {
+    raw: String,
+    raw_bytes: Option<Vec<u8>>,
+    lineage: Lineage,
+}
+
+/// Boil silver from bronze on `options.branch`: see the module docs of [`crate::silver`].
+///
+/// On any error nothing was committed (a failed check included); the data files written so far
+/// are orphans the next tap's sweep removes.
+pub async fn boil(
+    catalog: &Catalog,
+    options: &BoilOptions,
+    progress: &(dyn Progress + Sync),
+) -> Result<BoilReport> {
+    let parsers =
+        Parsers::enable(&options.parsers).map_err(|version| ShackError::UnknownParser {
+            version,
+            known: known_versions(),
+        })?;
+    let boil_id = uuid::Uuid::now_v7().to_string();
+    let branch = options.branch.as_str();
+
+    // 1. Every table at one catalog version; silver's created on first use.
+    progress.message("opening tables");
+    let (head, created_tables) = open_silver(catalog).await?;
+    let mut bronze_tables: BTreeMap<Source, Table> = BTreeMap::new();
+    for source in Source::ALL {
+        let name = bronze::table_name(source);
+        let t = catalog.table_in(&head, &name).await.map_err(|e| match e {
+            LakeError::NoSuchTable { .. } => ShackError::NoBronze {
+                table: name.clone(),
+            },
+            e => ShackError::lake(&name, e),
+        })?;
+        bronze_tables.insert(source, t);
+    }
+    let mut silver: BTreeMap<&'static str, Table> = BTreeMap::new();
+    for name in TABLES {
+        let t = catalog
+            .table_in(&head, name)
+            .await
+            .map_err(|e| ShackError::lake(name, e))?;
+        silver.insert(name, t);
+    }
+
+    // 2. Where each source's watermark is, and whether it can be walked on from.
+    let mut rebuilt_because = None;
+    let mut after: BTreeMap<Source, Option<i64>> = BTreeMap::new();
+    if !options.replay {
+        for source in Source::ALL {
+            let b = &bronze_tables[&source];
+            match watermark(&silver, source, branch) {
+                Ok(Some(id)) if !b.head(branch).is_some_and(|h| b.is_ancestor(id, h)) => {
+                    rebuilt_because = Some(format!(
+                        "the watermark names snapshot {id} of {}, which its {branch} branch no longer holds; silver was rebuilt from all of bronze",
+                        bronze::table_name(source)
+                    ));
+                }
+                Ok(wm) => {
+                    after.insert(source, wm);
+                }
+                Err(why) => {
+                    rebuilt_because = Some(format!("{why}; silver was rebuilt from all of bronze"))
+                }
+            }
+        }
+    }
+    let rebuild = options.replay || rebuilt_because.is_some();
+    if rebuild {
+        after.clear();
+    }
+
+    // 3. Read bronze: the new part, or all of it.
+    let mut reads: BTreeMap<Source, (Vec<BronzeRow>, Option<i64>)> = BTreeMap::new();
+    if rebuild {
+        progress.message("reading all of bronze");
+        let files = file_batches(catalog, &head, branch).await?;
+        for source in Source::ALL {
+            reads.insert(
+                source,
+                read_all(&bronze_tables[&source], branch, &files).await?,
+            );
+        }
+    } else {
+        progress.message("reading what bronze added");
+        for source in Source::ALL {
+            let wm = after.get(&source).copied().flatten();
+            reads.insert(source, read_new(&bronze_tables[&source], branch, wm).await?);
+        }
+    }
+    let advanced: BTreeSet<Source> = Source::ALL
+        .into_iter()
+        .filter(|s| rebuild || reads[s].1 != after.get(s).copied().flatten())
+        .collect();
+    let bronze_rows_read: u64 = reads.values().map(|(rows, _)| rows.len() as u64).sum();
+
+    let mut report = BoilReport {
+        boil_id: boil_id.clone(),
+        branch: branch.to_string(),
+        mode: if rebuild { "replay" } else { "incremental" }.to_string(),
+        rebuilt_because,
+        parsers: parsers.versions(),
+        created_tables,
+        sources: Vec::new(),
+        checks: Vec::new(),
+        tables: Vec::new(),
+        bronze_rows_read,
+        silver_rows_read: 0,
+        catalog_version: None,
+    };
+    if advanced.is_empty() {
+        for source in Source::ALL {
+            let wm = after.get(&source).copied().flatten();
+            report.sources.push(source_report(source, wm, wm));
+        }
+        progress.message("nothing new in bronze");
+        return Ok(report);
+    }
+
+    // 4. Parse every line into exactly one outcome.
+    progress.message("parsing");
+    let mut sources: BTreeMap<Source, SourceReport> = BTreeMap::new();
+    let mut quarantine: Vec<QuarantineRow> = Vec::new();
+    let mut payments: Vec<PaymentRow> = Vec::new();
+    let mut changes: Vec<OrderRow> = Vec::new();
+    let mut fx: Vec<FxRow> = Vec::new();
+    let mut settlements: Vec<SettlementRow> = Vec::new();
+    for (source, (mut rows, through)) in reads {
+        rows.sort_by(|a, b| a.lineage.cmp(&b.lineage));
+        let mut rep = source_report(source, after.get(&source).copied().flatten(), through);
+        rep.rows_read = rows.len() as u64;
+        for row in rows {
+            let utf8 = row.raw_bytes.is_none();
+            let outcome: std::result::Result<bool, Reason> = match source {
+                Source::Payments => match parse::parse_payment(&row.raw, utf8, &parsers) {
+                    Parsed::Row(event) => {
+                        payments.push(PaymentRow {
+                            event,
+                            is_duplicate: false,
+                            lineage: row.lineage.clone(),
+                        });
+                        Ok(true)
+                    }
+                    Parsed::Header => Ok(false),
+                    Parsed::Quarantine(r) => Err(r),
+                },
+                Source::Orders => match parse::parse_order(&row.raw, utf8) {
+                    Parsed::Row(change) => {
+                        changes.push(OrderRow {
+                            change,
+                            lineage: row.lineage.clone(),
+                        });
+                        Ok(true)
+                    }
+                    Parsed::Header => Ok(false),
+                    Parsed::Quarantine(r) => Err(r),
+                },
+                Source::FxRates => match parse::parse_fx(&row.raw, utf8) {
+                    Parsed::Row(rate) => {
+                        fx.push(FxRow {
+                            rate,
+                            publications: 1,
+                            lineage: row.lineage.clone(),
+                        });
+                        Ok(true)
+                    }
+                    Parsed::Header => Ok(false),
+                    Parsed::Quarantine(r) => Err(r),
+                },
+                Source::Settlements => match parse::parse_settlement(&row.raw, utf8) {
+                    Parsed::Row(settlement) => {
+                        settlements.push(SettlementRow {
+                            settlement,
+                            publications: 1,
+                            lineage: row.lineage.clone(),
+                        });
+                        Ok(true)
+                    }
+                    Parsed::Header => Ok(false),
+                    Parsed::Quarantine(r) => Err(r),
+                },
+            };
+            match outcome {
+                Ok(true) => rep.parsed += 1,
+                Ok(false) => rep.headers += 1,
+                Err(reason) => {
+                    rep.quarantined += 1;
+                    *rep.reasons.entry(reason.as_str().to_string()).or_default() += 1;
+                    quarantine.push(QuarantineRow {
+                        source: source.as_str(),
+                        reason: reason.as_str(),
+                        raw: row.raw,
+                        raw_bytes: row.raw_bytes,
+                        lineage: row.lineage,
+                    });
+                }
+            }
+        }
+        sources.insert(source, rep);
+    }
+
+    // 5. Payments: first delivery per event id, and only ids silver.payments never held.
+    let mut silver_rows_read = 0u64;
+    let mut seen: HashSet<String> = HashSet::new();
+    if !rebuild && advanced.contains(&Source::Payments) {
+        progress.message("reading the payment ids silver holds");
+        let name = tables::PAYMENTS;
+        let batches = scan(&silver[name], branch).await?;
+        for b in &batches {
+            silver_rows_read += b.num_rows() as u64;
+            let ids = tables::strs(name, b, "event_id")?;
+            seen.extend((0..ids.len()).map(|i| ids.value(i).to_string()));
+        }
+    }
+    for p in &mut payments {
+        if !seen.insert(p.event.event_id.clone()) {
+            p.is_duplicate = true;
+        }
+    }
+    let duplicates = payments.iter().filter(|p| p.is_duplicate).count() as u64;
+    if let Some(rep) = sources.get_mut(&Source::Payments) {
+        rep.duplicates = duplicates;
+        rep.parsed -= duplicates;
+    }
+    let new_payments: Vec<&PaymentRow> = payments.iter().filter(|p| !p.is_duplicate).collect();
+
+    // 6. Orders: the highest LSN per order among the new changes (the earliest delivery on a
+    //    tie), kept only where it beats the LSN silver.orders holds.
+    let mut existing_lsn: HashMap<String, i64> = HashMap::new();
+    if !rebuild && (advanced.contains(&Source::Orders) || advanced.contains(&Source::Payments)) {
+        progress.message("reading the order LSNs silver holds");
+        let name = tables::ORDERS;
+        let batches = scan(&silver[name], branch).await?;
+        for b in &batches {
+            silver_rows_read += b.num_rows() as u64;
+            let ids = tables::strs(name, b, "order_id")?;
+            let lsns = tables::longs(name, b, "_lsn")?;
+            for i in 0..ids.len() {
+                existing_lsn.insert(ids.value(i).to_string(), lsns.value(i));
+            }
+        }
+    }
+    let mut winners: HashMap<&str, &OrderRow> = HashMap::new();
+    for c in &changes {
+        let id = c.change.order_id.as_str();
+        if winners.get(id).is_none_or(|w| c.change.lsn > w.change.lsn) {
+            winners.insert(id, c);
+        }
+    }
+    let mut upserts: Vec<&OrderRow> = winners
+        .values()
+        .copied()
+        .filter(|w| {
+            existing_lsn
+                .get(&w.change.order_id)
+                .is_none_or(|e| w.change.lsn > *e)
+        })
+        .collect();
+    upserts.sort_by(|a, b| a.change.order_id.cmp(&b.change.order_id));
+    let replaced_orders: HashSet<String> = upserts
+        .iter()
+        .filter(|w| existing_lsn.contains_key(&w.change.order_id))
+        .map(|w| w.change.order_id.clone())
+        .collect();
+
+    // 7. FX rates and settlements: the latest publication per key wins; both small, rewritten.
+    let (fx_current, fx_read) = if advanced.contains(&Source::FxRates) {
+        let existing = if rebuild {
+            Vec::new()
+        } else {
+            tables::read_fx_rates(&scan(&silver[tables::FX_RATES], branch).await?)?
+        };
+        let n = existing.len() as u64;
+        let merged = latest(
+            existing,
+            fx.clone(),
+            |r| (r.rate.rate_date, r.rate.base, r.rate.quote),
+            |r| &r.lineage,
+            |r| &mut r.publications,
+        );
+        (merged, n)
+    } else {
+        (Vec::new(), 0)
+    };
+    let (settle_current, settle_read) = if advanced.contains(&Source::Settlements) {
+        let existing = if rebuild {
+            Vec::new()
+        } else {
+            tables::read_settlements(&scan(&silver[tables::SETTLEMENTS], branch).await?)?
+        };
+        let n = existing.len() as u64;
+        let merged = latest(
+            existing,
+            settlements,
+            |r| (r.settlement.settlement_date, r.settlement.currency),
+            |r| &r.lineage,
+            |r| &mut r.publications,
+        );
+        (merged, n)
+    } else {
+        (Vec::new(), 0)
+    };
+    silver_rows_read += fx_read + settle_read;
+    report.silver_rows_read = silver_rows_read;
+
+    // 8. Row-level checks on what this run writes. Errors stop here, before any commit.
+    progress.message("checking");
+    let order_ids: HashSet<&str> = existing_lsn
+        .keys()
+        .map(String::as_str)
+        .chain(winners.keys().copied())
+        .collect();
+    let mut checks = Vec::new();
+    payment_checks(&mut checks, &new_payments, &order_ids);
+    order_checks(&mut checks, &upserts);
+    fx_checks(&mut checks, &fx_current, &settle_current);
+    for s in sources.values() {
+        checks.push(CheckReport {
+            name: format!("conservation_bronze_{}", s.source.as_str()),
+            severity: Severity::Error,
+            rows: s.rows_read,
+            failing: s.unaccounted().unsigned_abs(),
+        });
+    }
+    checks.push(check(
+        "accepted_values_silver_quarantine_reason",
+        Severity::Error,
+        quarantine.iter(),
+        |q| Reason::ALL.iter().any(|r| r.as_str() == q.reason),
+    ));
+    report.sources = sources.into_values().collect();
+    report.checks = checks;
+    let failures: Vec<String> = report
+        .checks
+        .iter()
+        .filter(|c| c.severity == Severity::Error && c.failing > 0)
+        .map(|c| format!("{}: {} rows", c.name, c.failing))
+        .collect();
+    if !failures.is_empty() {
+        return Err(ShackError::ChecksFailed { failures });
+    }
+
+    // 9. Stage one snapshot per silver table whose inputs moved, and commit them as one.
+    progress.message("staging");
+    let mut through: BTreeMap<Source, Option<i64>> = BTreeMap::new();
+    for s in &report.sources {
+        through.insert(s.source, s.through);
+    }
+    let mut staged: Vec<TableChange> = Vec::new();
+    for name in TABLES {
+        let ins = inputs(name);
+        if !rebuild && !ins.iter().any(|s| advanced.contains(s)) {
+            continue;
+        }
+        let mut properties = BTreeMap::from([
+            (props::BOIL_ID.to_string(), boil_id.clone()),
+            (props::MODE.to_string(), report.mode.clone()),
+            (props::PARSERS.to_string(), report.parsers.join(",")),
+        ]);
+        for s in &ins {
+            if let Some(Some(id)) = through.get(s) {
+                properties.insert(watermark_key(*s), id.to_string());
+            }
+        }
+        let batch = match name {
+            tables::PAYMENT_EVENTS => {
+                tables::payment_events_batch(&payments.iter().collect::<Vec<_>>())?
+            }
+            tables::PAYMENTS => tables::payments_batch(&new_payments)?,
+            tables::ORDER_CHANGES => {
+                tables::order_changes_batch(&changes.iter().collect::<Vec<_>>())?
+            }
+            tables::ORDERS => tables::orders_batch(&upserts)?,
+            tables::FX_RATE_HISTORY => tables::fx_history_batch(&fx.iter().collect::<Vec<_>>())?,
+            tables::FX_RATES => tables::fx_rates_batch(&fx_current.iter().collect::<Vec<_>>())?,
+            tables::SETTLEMENTS => {
+                tables::settlements_batch(&settle_current.iter().collect::<Vec<_>>())?
+            }
+            _ => tables::quarantine_batch(&quarantine.iter().collect::<Vec<_>>())?,
+        };
+        let batches: Vec<RecordBatch> = if batch.num_rows() > 0 {
+            vec![batch]
+        } else {
+            Vec::new()
+        };
+        let replace = if rebuild || matches!(name, tables::FX_RATES | tables::SETTLEMENTS) {
+            Some(Replace::All)
+        } else if name == tables::ORDERS && !replaced_orders.is_empty() {
+            let ids = Arc::new(replaced_orders.clone());
+            Some(Replace::Rows(Arc::new(move |b: &RecordBatch| {
+                tables::mask_in(tables::ORDERS, b, "order_id", &ids)
+                    .map_err(|e| LakeError::Other(e.to_string()))
+            })))
+        } else {
+            None
+        };
+        let t = &silver[name];
+        let change = match &replace {
+            Some(r) => t.stage_replace(branch, r, &batches, properties).await,
+            None => t.stage_append(branch, &batches, properties).await,
+        }
+        .map_err(|e| ShackError::lake(name, e))?;
+        report.tables.push(table_report(name, &change)?);
+        staged.push(change);
+    }
+
+    progress.message("committing");
+    let message = format!(
+        "boil ({}) of {} from bronze on {branch}: {}",
+        report.mode,
+        report
+            .tables
+            .iter()
+            .map(|t| t.table.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        report
+            .sources
+            .iter()
+            .map(|s| format!("{} {} rows", s.source, s.rows_read))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let properties = BTreeMap::from([
+        (props::BOIL_ID.to_string(), boil_id),
+        ("sugarshack.branch".to_string(), branch.to_string()),
+    ]);
+    let committed = catalog
+        .commit(staged, "boil", &message, properties)
+        .await
+        .map_err(|e| match e {
+            LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
+            e => ShackError::lake("the boil's commit", e),
+        })?;
+    report.catalog_version = Some(committed.version);
+    progress.message("committed");
+    Ok(report)
+}
+
+fn source_report(source: Source, after: Option<i64>, through: Option<i64>) -> SourceReport {
+    SourceReport {
+        source,
+        table: bronze::table_name(source),
+        after,
+        through,
+        rows_read: 0,
+        parsed: 0,
+        duplicates: 0,
+        quarantined: 0,
+        headers: 0,
+        reasons: BTreeMap::new(),
+    }
+}
+
+/// The latest publication per key: `existing` rows, then `incoming` ones in publication order;
+/// an incoming row replaces the stored one when its publication key is higher, and every
+/// publication is counted. Returned sorted by key.
+fn latest<R, K: Ord + Clone>(
+    existing: Vec<R>,
+    mut incoming: Vec<R>,
+    key: impl Fn(&R) -> K,
+    lineage: impl Fn(&R) -> &Lineage,
+    publications: impl Fn(&mut R) -> &mut i64,
+) -> Vec<R> {
+    let mut out: BTreeMap<K, R> = BTreeMap::new();
+    for r in existing {
+        out.insert(key(&r), r);
+    }
+    incoming.sort_by(|a, b| {
+        lineage(a)
+            .publication_key()
+            .cmp(&lineage(b).publication_key())
+    });
+    for mut r in incoming {
+        let k = key(&r);
+        match out.remove(&k) {
+            None => {
+                *publications(&mut r) = 1;
+                out.insert(k, r);
+            }
+            Some(mut old) => {
+                let total = *publications(&mut old) + 1;
+                let mut winner = if lineage(&r).publication_key() > lineage(&old).publication_key()
+                {
+                    r
+                } else {
+                    old
+                };
+                *publications(&mut winner) = total;
+                out.insert(k, winner);
+            }
+        }
+    }
+    out.into_values().collect()
+}
+
+fn check<'a, T: 'a>(
+    name: &str,
+    severity: Severity,
+    rows: impl Iterator<Item = &'a T>,
+    ok: impl Fn(&T) -> bool,
+) -> CheckReport {
+    let (mut n, mut failing) = (0u64, 0u64);
+    for r in rows {
+        n += 1;
+        failing += u64::from(!ok(r));
+    }
+    CheckReport {
+        name: name.to_string(),
+        severity,
+        rows: n,
+        failing,
+    }
+}
+
+/// Rows whose key was already taken (by an earlier row of `keys`, or by `taken`).
+fn unique<K: std::hash::Hash + Eq>(
+    name: &str,
+    keys: impl Iterator<Item = K>,
+    taken: impl Fn(&K) -> bool,
+) -> CheckReport {
+    let mut seen = HashSet::new();
+    let (mut n, mut failing) = (0u64, 0u64);
+    for k in keys {
+        n += 1;
+        if taken(&k) || seen.contains(&k) {
+            failing += 1;
+        } else {
+            seen.insert(k);
+        }
+    }
+    CheckReport {
+        name: name.to_string(),
+        severity: Severity::Error,
+        rows: n,
+        failing,
+    }
+}
+
+fn payment_checks(out: &mut Vec<CheckReport>, rows: &[&PaymentRow], order_ids: &HashSet<&str>) {
+    let e = || rows.iter().map(|r| &r.event);
+    out.push(unique(
+        "unique_silver_payments_event_id",
+        e().map(|p| p.event_id.as_str()),
+        |_| false,
+    ));
+    out.push(check(
+        "not_null_silver_payments_event_id",
+        Severity::Error,
+        e(),
+        |p| !p.event_id.is_empty(),
+    ));
+    out.push(check(
+        "accepted_values_silver_payments_event_type",
+        Severity::Error,
+        e(),
+        |p| EVENT_TYPES.contains(&p.event_type),
+    ));
+    out.push(check(
+        "accepted_values_silver_payments_currency",
+        Severity::Error,
+        e(),
+        |p| CURRENCIES.contains(&p.currency),
+    ));
+    out.push(check(
+        "positive_silver_payments_amount_minor",
+        Severity::Error,
+        e(),
+        |p| p.amount_minor > 0,
+    ));
+    out.push(check(
+        "not_null_silver_payments_order_id",
+        Severity::Error,
+        e(),
+        |p| !p.order_id.is_empty(),
+    ));
+    out.push(check(
+        "relationships_silver_payments_order_id__silver_orders_order_id",
+        Severity::Warn,
+        e(),
+        |p| order_ids.contains(p.order_id.as_str()),
+    ));
+}
+
+fn order_checks(out: &mut Vec<CheckReport>, rows: &[&OrderRow]) {
+    let c = || rows.iter().map(|r| &r.change);
+    out.push(unique(
+        "unique_silver_orders_order_id",
+        c().map(|o| o.order_id.as_str()),
+        |_| false,
+    ));
+    out.push(check(
+        "not_null_silver_orders_order_id",
+        Severity::Error,
+        c(),
+        |o| !o.order_id.is_empty(),
+    ));
+    out.push(check(
+        "accepted_values_silver_orders_status",
+        Severity::Error,
+        c(),
+        |o| STATUSES.contains(&o.status),
+    ));
+    out.push(check(
+        "accepted_values_silver_orders_currency",
+        Severity::Error,
+        c(),
+        |o| CURRENCIES.contains(&o.currency),
+    ));
+}
+
+fn fx_checks(out: &mut Vec<CheckReport>, fx: &[FxRow], settlements: &[SettlementRow]) {
+    out.push(unique(
+        "unique_silver_fx_rates_rate_date_base_quote",
+        fx.iter()
+            .map(|r| (r.rate.rate_date, r.rate.base, r.rate.quote)),
+        |_| false,
+    ));
+    out.push(check(
+        "positive_silver_fx_rates_rate_micros",
+        Severity::Error,
+        fx.iter(),
+        |r| r.rate.rate_micros > 0,
+    ));
+    out.push(unique(
+        "unique_silver_settlements_settlement_date_currency",
+        settlements
+            .iter()
+            .map(|r| (r.settlement.settlement_date, r.settlement.currency)),
+        |_| false,
+    ));
+    out.push(check(
+        "accepted_values_silver_settlements_currency",
+        Severity::Error,
+        settlements.iter(),
+        |r| CURRENCIES.contains(&r.settlement.currency),
+    ));
+}
+
+fn table_report(name: &str, change: &TableChange) -> Result<TableReport> {
+    let missing = || {
+        ShackError::lake(
+            name,
+            LakeError::Other("the staged change adds no snapshot".into()),
+        )
+    };
+    let id = change.snapshot_id().ok_or_else(missing)?;
+    let snap = change
+        .metadata()
+        .and_then(|m| m.snapshot_by_id(id))
+        .ok_or_else(missing)?;
+    let summary = snap.summary();
+    let num = |k: &str| {
+        summary
+            .additional_properties
+            .get(k)
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    Ok(TableReport {
+        table: name.to_string(),
+        snapshot_id: id,
+        operation: summary.operation.as_str().to_string(),
+        rows_added: num("added-records").unwrap_or(0),
+        rows_removed: num("deleted-records").unwrap_or(0),
+        total_rows: num("total-records"),
+    })
+}
+
+/// The watermark of `bronze.<source>` the silver tables consuming it record at their branch
+/// head: the same in all of them, or an error saying how they differ.
+fn watermark(
+    silver: &BTreeMap<&'static str, Table>,
+    source: Source,
+    branch: &str,
+) -> std::result::Result<Option<i64>, String> {
+    let key = watermark_key(source);
+    let mut seen: BTreeMap<Option<i64>, Vec<&str>> = BTreeMap::new();
+    for name in TABLES.into_iter().filter(|t| inputs(t).contains(&source)) {
+        let t = &silver[name];
+        let value =
+            match t.head(branch) {
+                None => None,
+                Some(id) => {
+                    let s = t.snapshot(id).map_err(|e| e.to_string())?;
+                    match s.summary.get(&key) {
+                        None => None,
+                        Some(v) => Some(v.trim().parse::<i64>().map_err(|_| {
+                            format!("{name} records {key} = {v:?}, not a snapshot id")
+                        })?),
+                    }
+                }
+            };
+        seen.entry(value).or_default().push(name);
+    }
+    if seen.len() > 1 {
+        let parts: Vec<String> = seen
+            .iter()
+            .map(|(v, names)| {
+                format!(
+                    "{} at {}",
+                    names.join(", "),
+                    v.map_or("none".to_string(), |v| v.to_string())
+                )
+            })
+            .collect();
+        return Err(format!(
+            "the silver tables consuming {} record different watermarks ({})",
+            bronze::table_name(source),
+            parts.join("; ")
+        ));
+    }
+    Ok(seen.into_keys().next().flatten())
+}
+
+async fn scan(table: &Table, branch: &str) -> Result<Vec<RecordBatch>> {
+    if table.head(branch).is_none() {
+        return Ok(Vec::new());
+    }
+    table
+        .scan(&At::reference(branch))
+        .await
+        .map_err(|e| ShackError::lake(table.name().to_string(), e))
+}
+
+/// The rows a bronze table's branch added after `after`, each with the snapshot that added it.
+async fn read_new(
+    table: &Table,
+    branch: &str,
+    after: Option<i64>,
+) -> Result<(Vec<BronzeRow>, Option<i64>)> {
+    let name = table.name().to_string();
+    let Some(head) = table.head(branch) else {
+        return Ok((Vec::new(), after));
+    };
+    if after == Some(head) {
+        return Ok((Vec::new(), after));
+    }
+    let inc = table
+        .read_incremental(branch, after, Some(head))
+        .await
+        .map_err(|e| ShackError::lake(&name, e))?;
+    let mut out = Vec::new();
+    for part in &inc.parts {
+        for b in &part.batches {
+            bronze_rows(
+                &name,
+                b,
+                |_| Some((part.snapshot.snapshot_id, part.snapshot.sequence_number)),
+                &mut out,
+            )?;
+        }
+    }
+    Ok((out, inc.through))
+}
+
+/// `bronze.landing_files` at the branch: landing file → (snapshot id, sequence number).
+async fn file_batches(
+    catalog: &Catalog,
+    head: &CatalogVersion,
+    branch: &str,
+) -> Result<HashMap<String, (i64, i64)>> {
+    let t = catalog
+        .table_in(head, LANDING_FILES)
+        .await
+        .map_err(|e| match e {
+            LakeError::NoSuchTable { .. } => ShackError::NoBronze {
+                table: LANDING_FILES.to_string(),
+            },
+            e => ShackError::lake(LANDING_FILES, e),
+        })?;
+    let mut out = HashMap::new();
+    for b in scan(&t, branch).await? {
+        let file = tables::strs(LANDING_FILES, &b, "file")?;
+        let col = |n: &str| {
+            b.column_by_name(n)
+                .and_then(|c| c.as_any().downcast_ref::<arrow_array::Int64Array>())
+                .ok_or_else(|| ShackError::BadTable {
+                    table: LANDING_FILES.to_string(),
+                    detail: format!("no long column {n:?}"),
+                })
+        };
+        let snap = col("snapshot_id")?;
+        let seq = col("sequence_number")?;
+        for i in 0..b.num_rows() {
+            if !snap.is_null(i) && !seq.is_null(i) {
+                out.insert(file.value(i).to_string(), (snap.value(i), seq.value(i)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every row of a bronze table at the branch, each with the snapshot that added its file (from
+/// `bronze.landing_files`, so it holds even where old snapshots were expired).
+async fn read_all(
+    table: &Table,
+    branch: &str,
+    files: &HashMap<String, (i64, i64)>,
+) -> Result<(Vec<BronzeRow>, Option<i64>)> {
+    let name = table.name().to_string();
+    let mut out = Vec::new();
+    for b in scan(table, branch).await? {
+        bronze_rows(&name, &b, |file| files.get(file).copied(), &mut out)?;
+    }
+    Ok((out, table.head(branch)))
+}
+
+fn bronze_rows(
+    table: &str,
+    b: &RecordBatch,
+    snapshot_of: impl Fn(&str) -> Option<(i64, i64)>,
+    out: &mut Vec<BronzeRow>,
+) -> Result<()> {
+    let raw = tables::strs(table, b, "_raw")?;
+    let file = tables::strs(table, b, "_landing_file")?;
+    let line = tables::longs(table, b, "_line")?;
+    let bytes = b
+        .column_by_name("_raw_bytes")
+        .and_then(|c| c.as_any().downcast_ref::<LargeBinaryArray>())
+        .ok_or_else(|| ShackError::BadTable {
+            table: table.to_string(),
+            detail: "no binary column \"_raw_bytes\"".into(),
+        })?;
+    let arrived = b
+        .column_by_name("_arrived_at")
+        .and_then(|c| {
+            c.as_any()
+                .downcast_ref::<arrow_array::TimestampMicrosecondArray>()
+        })
+        .ok_or_else(|| ShackError::BadTable {
+            table: table.to_string(),
+            detail: "no timestamp column \"_arrived_at\"".into(),
+        })?;
+    for i in 0..b.num_rows() {
+        let f = file.value(i);
+        let (snapshot_id, sequence_number) =
+            snapshot_of(f).ok_or_else(|| ShackError::BadTable {
+                table: table.to_string(),
+                detail: format!("{LANDING_FILES} does not say which snapshot holds {f}"),
+            })?;
+        out.push(BronzeRow {
+            raw: raw.value(i).to_string(),
+            raw_bytes: (!bytes.is_null(i)).then(|| bytes.value(i).to_vec()),
+            lineage: Lineage {
+                sequence_number,
+                arrived_us: arrived.value(i),
+                file: f.to_string(),
+                line: line.value(i),
+                snapshot_id,
+            },
+        });
+    }
+    Ok(())
+}
+
+/// The catalog head with every silver table in it, creating the missing ones in one commit.
+async fn open_silver(catalog: &Catalog) -> Result<(CatalogVersion, Vec<String>)> {
+    let cat = |e| ShackError::lake("the catalog", e);
+    let head = catalog.head().await.map_err(cat)?;
+    let missing: Vec<&str> = TABLES
+        .into_iter()
+        .filter(|t| !head.tables.contains_key(*t))
+        .collect();
+    if missing.is_empty() {
+        return Ok((head, Vec::new()));
+    }
+    let mut changes = Vec::new();
+    for name in &missing {
+        let schema = tables::schema(name)?;
+        changes.push(
+            catalog
+                .stage_create_table(name, &schema, &[])
+                .await
+                .map_err(|e| ShackError::lake(*name, e))?,
+        );
+    }
+    let created = match catalog
+        .commit(
+            changes,
+            "create-table",
+            &format!("create {}", missing.join(", ")),
+            BTreeMap::new(),
+        )
+        .await
+    {
+        Ok(_) => missing.iter().map(|s| s.to_string()).collect(),
+        // Another boil created them first: use its tables.
+        Err(e) if e.is_conflict() => Vec::new(),
+        Err(e) => return Err(cat(e)),
+    };
+    Ok((catalog.head().await.map_err(cat)?, created))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lin(arrived_us: i64, line: i64) -> Lineage {
+        Lineage {
+            sequence_number: 0,
+            arrived_us,
+            file: "f".into(),
+            line,
+            snapshot_id: 1,
+        }
+    }
+
+    #[test]
+    fn the_latest_publication_wins_and_all_are_counted() {
+        let row = |arrived, rate| FxRow {
+            rate: parse::FxRate {
+                rate_date: 1,
+                base: "USD",
+                quote: "CAD",
+                rate_micros: rate,
+            },
+            publications: 1,
+            lineage: lin(arrived, 2),
+        };
+        let key = |r: &FxRow| r.rate.rate_date;
+        // One run with both publications, in any order.
+        let both = latest(
+            Vec::new(),
+            vec![row(20, 1_371_234), row(10, 1_390_000)],
+            key,
+            |r| &r.lineage,
+            |r| &mut r.publications,
+        );
+        assert_eq!(both.len(), 1);
+        assert_eq!(
+            (both[0].rate.rate_micros, both[0].publications),
+            (1_371_234, 2)
+        );
+        // Two runs give the same row.
+        let first = latest(
+            Vec::new(),
+            vec![row(10, 1_390_000)],
+            key,
+            |r| &r.lineage,
+            |r| &mut r.publications,
+        );
+        let second = latest(
+            first,
+            vec![row(20, 1_371_234)],
+            key,
+            |r| &r.lineage,
+            |r| &mut r.publications,
+        );
+        assert_eq!(second, both);
+    }
+
+    #[test]
+    fn unique_counts_repeats_and_taken_keys() {
+        let c = unique("u", ["a", "b", "a", "c"].into_iter(), |k| *k == "c");
+        assert_eq!((c.rows, c.failing), (4, 2));
+    }
+}
