@@ -184,6 +184,10 @@ pub enum LakeError {
     #[error("the outcome of the commit of catalog version {version} is unknown: {detail}")]
     CommitOutcomeUnknown { version: u64, detail: String },
 
+    /// A merge's incoming rows hold one key more than once: which of them wins is not defined.
+    #[error("merge into {table} refused: the incoming rows hold key {key} more than once")]
+    DuplicateMergeKey { table: String, key: String },
+
     /// A failure injected on purpose by a test or a crash drill.
     #[error("injected failure at {0}")]
     Injected(&'static str),

@@ -32,6 +32,7 @@ pub mod faults;
 mod iceberg_catalog;
 mod log;
 mod maintenance;
+mod merge;
 mod read;
 mod sql;
 mod storage;
@@ -49,6 +50,7 @@ pub use error::{LakeError, Result};
 pub use iceberg::spec::{Datum, Literal, PrimitiveLiteral, Struct, Transform};
 use iceberg::spec::{TableMetadataBuilder, UnboundPartitionSpec};
 pub use maintenance::{ExpireOptions, FileKind, OrphanReport, WATERMARK_PREFIX, watermark_key};
+pub use merge::{MatchCondition, MatchTest, MatchedAction, Merge, MergeReport, StagedMerge};
 pub use read::{AddedBy, Incremental};
 pub use sql::{SqlContext, register_table};
 pub use storage::Stores;
@@ -292,6 +294,41 @@ impl Catalog {
             }
         }
         Err(last_err.unwrap_or_else(|| LakeError::Other(format!("{operation} of {name} failed"))))
+    }
+
+    /// Merge `rows` (in the table's schema) into `branch` by key, copy-on-write (see [`Merge`]
+    /// for the options and semantics): only data files that may hold an incoming key are read
+    /// (partition and key bounds prune the rest unread), only those holding a key the merge
+    /// updates or deletes are rewritten, and one snapshot is committed — `overwrite`, or
+    /// `append` when it only inserts, `delete` when it only deletes, none when nothing changes.
+    /// Retried as [`Catalog::append`] is when another writer moved the table; fails with
+    /// [`LakeError::Conflict`] when that writer added a row with one of the incoming keys or
+    /// removed a file this merge rewrote.
+    pub async fn merge(
+        &self,
+        name: &str,
+        branch: &str,
+        rows: &[RecordBatch],
+        merge: &Merge,
+        properties: BTreeMap<String, String>,
+    ) -> Result<MergeReport> {
+        let table = self.table(name).await?;
+        let plan = table.plan_merge(branch, rows, merge).await?;
+        let mut report = plan.report;
+        if plan.changes {
+            report.snapshot = Some(
+                self.commit_files(
+                    table,
+                    branch,
+                    plan.files,
+                    Some(&plan.replace),
+                    properties,
+                    "merge",
+                )
+                .await?,
+            );
+        }
+        Ok(report)
     }
 
     /// Apply ref changes to one table in one commit.

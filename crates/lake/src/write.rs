@@ -12,7 +12,7 @@
 //! written, a replace that would read rows refuses branches with delete files, and a replace
 //! retried after a lost race checks that no newly added file holds rows it would remove.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{Array, BooleanArray, RecordBatch};
@@ -60,6 +60,17 @@ pub enum Replace {
     /// would not have those deletes applied. The same holds for [`Replace::Partitions`] when a
     /// file of an older partition spec must be read.
     Rows(RowPredicate),
+    /// Exactly these live data files, by path, which the writer has already read and whose
+    /// rows it keeps it wrote again itself (a merge does this). Staged on a branch where one of
+    /// them is no longer live (another writer removed or rewrote it), the replace fails with
+    /// [`LakeError::Conflict`]. Retried after a lost race, a data file added since the snapshot
+    /// the writer read conflicts when `conflicts` is true for any of its rows (for a merge: a
+    /// row holding one of its keys). Refused on a branch with delete files, as
+    /// [`Replace::Rows`] is (the rows were read without them), unless `paths` is empty.
+    Files {
+        paths: BTreeSet<String>,
+        conflicts: RowPredicate,
+    },
 }
 
 impl std::fmt::Debug for Replace {
@@ -68,6 +79,7 @@ impl std::fmt::Debug for Replace {
             Replace::All => write!(f, "All"),
             Replace::Partitions(p) => write!(f, "Partitions({} values)", p.len()),
             Replace::Rows(_) => write!(f, "Rows(<predicate>)"),
+            Replace::Files { paths, .. } => write!(f, "Files({} paths)", paths.len()),
         }
     }
 }
@@ -465,6 +477,13 @@ impl Table {
                     manifests.push(mf.clone());
                     continue;
                 }
+                // Dropping no named file: every manifest is carried unread.
+                if let Replace::Files { paths, .. } = replace
+                    && paths.is_empty()
+                {
+                    manifests.push(mf.clone());
+                    continue;
+                }
                 let spec = self.partition_spec(mf.partition_spec_id)?;
                 let manifest = mf.load_manifest(&file_io).await.map_err(ice)?;
                 let mut keep = Vec::new();
@@ -509,6 +528,20 @@ impl Table {
                     deleted.push((e.data_file().clone(), mf.partition_spec_id));
                 }
                 manifests.push(w.write_manifest_file().await.map_err(ice)?);
+            }
+        }
+        // Every file a `Replace::Files` names must still be live on the branch: one another
+        // writer removed or rewrote since would otherwise come back as this writer's copy.
+        if let Some(Replace::Files { paths, .. }) = replace {
+            let dropped: HashSet<&str> = deleted.iter().map(|(f, _)| f.file_path()).collect();
+            if let Some(gone) = paths.iter().find(|p| !dropped.contains(p.as_str())) {
+                return Err(LakeError::Conflict {
+                    table: name.clone(),
+                    detail: format!(
+                        "data file {gone}, which this write read and rewrote, is no longer live on branch {branch} (snapshot {})",
+                        parent.map_or("none".to_string(), |p| p.to_string())
+                    ),
+                });
             }
         }
 
@@ -675,7 +708,8 @@ impl Table {
     /// replace removes — re-staging would silently delete rows another writer added (or keep
     /// rows this replace should have replaced). [`Replace::All`]: any added file conflicts;
     /// [`Replace::Partitions`]: a file in one of them; [`Replace::Rows`]: a file with a row the
-    /// predicate selects. A branch that no longer descends from `base` conflicts too.
+    /// predicate selects; [`Replace::Files`]: a file with a row its `conflicts` predicate
+    /// selects (the named files themselves are checked when staging). A branch that no longer descends from `base` conflicts too.
     pub async fn check_no_conflicting_data(
         &self,
         branch: &str,
@@ -703,7 +737,11 @@ impl Table {
                 )));
             };
             for (file, spec_id) in self.files_added_in(id).await? {
-                if !matches!(self.verdict(replace, spec_id, &file).await?, Verdict::Keep) {
+                let conflicts = match replace {
+                    Replace::Files { .. } => self.selects_rows(replace, spec_id, &file).await?,
+                    _ => !matches!(self.verdict(replace, spec_id, &file).await?, Verdict::Keep),
+                };
+                if conflicts {
                     return Err(LakeError::Conflict {
                         table: name.clone(),
                         detail: format!(
@@ -764,7 +802,22 @@ impl Table {
                 !values.is_empty() && spec_id != self.metadata().default_partition_spec_id()
             }
             Replace::Rows(_) => true,
+            Replace::Files { paths, .. } => !paths.is_empty(),
         }
+    }
+
+    /// True when `file` holds a row [`Table::split_rows`] would remove (for
+    /// [`Replace::Files`]: a row its `conflicts` predicate selects). Reads the file.
+    async fn selects_rows(&self, replace: &Replace, spec_id: i32, file: &DataFile) -> Result<bool> {
+        let batches = self
+            .read_data_files_in_spec(spec_id, std::slice::from_ref(file))
+            .await?;
+        for b in &batches {
+            if self.split_rows(replace, b)?.0 > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// What `replace` does to one live data file listed in a manifest of partition spec
@@ -772,6 +825,13 @@ impl Table {
     async fn verdict(&self, replace: &Replace, spec_id: i32, file: &DataFile) -> Result<Verdict> {
         match replace {
             Replace::All => return Ok(Verdict::Drop),
+            Replace::Files { paths, .. } => {
+                return Ok(if paths.contains(file.file_path()) {
+                    Verdict::Drop
+                } else {
+                    Verdict::Keep
+                });
+            }
             Replace::Partitions(values) if values.is_empty() => return Ok(Verdict::Keep),
             Replace::Partitions(values)
                 if spec_id == self.metadata().default_partition_spec_id() =>
@@ -812,7 +872,10 @@ impl Table {
     ) -> Result<(usize, Vec<RecordBatch>)> {
         match replace {
             Replace::All => Ok((batch.num_rows(), Vec::new())),
-            Replace::Rows(pred) => {
+            Replace::Rows(pred)
+            | Replace::Files {
+                conflicts: pred, ..
+            } => {
                 let mask = pred(batch)?;
                 if mask.len() != batch.num_rows() {
                     return Err(LakeError::Other(format!(
