@@ -138,8 +138,10 @@ enum Command {
         /// On every branch keep at least this many newest snapshots.
         #[arg(long, default_value_t = 10)]
         retain_last: usize,
-        /// Only remove unnamed files older than this many minutes, so no writer still in
-        /// flight loses its files.
+        /// Remove an unreachable file only once a sweep has seen it unreachable for this many
+        /// minutes (and it was written at least that long ago), so no writer in flight and no
+        /// reader of a just-expired version loses a file. The first sweep marks; a later one
+        /// deletes. 0 deletes at once (only for a lake with no other writer or reader).
         #[arg(long, default_value_t = 60)]
         orphan_grace_minutes: i64,
     },
@@ -460,10 +462,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             for (table, files) in &report.removed {
                 say!("removed  {table:<28} {:>6} orphan files", files.len());
             }
+            for location in &report.not_swept {
+                say!("kept     {location} (not a table location this warehouse owns: never swept)");
+            }
             say!(
-                "removed {} orphan files; kept {} younger than {} minutes",
+                "removed {} orphan files; {} unreachable files wait out the {}-minute grace (counted from when a sweep first saw them unreachable)",
                 report.total(),
-                report.too_young,
+                report.waiting,
                 orphan_grace_minutes
             );
         }
