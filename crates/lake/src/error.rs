@@ -188,6 +188,13 @@ pub enum LakeError {
     #[error("merge into {table} refused: the incoming rows hold key {key} more than once")]
     DuplicateMergeKey { table: String, key: String },
 
+    /// Orphan removal deleted nothing: a file the kept catalog versions name could not be read,
+    /// so what it reaches is unknown (`verify` names every such file).
+    #[error(
+        "orphan removal refused: {count} file(s) the kept catalog versions name could not be read, so what they reach is unknown; the first: {first} (run verify)"
+    )]
+    UnreadableReach { count: usize, first: String },
+
     /// A failure injected on purpose by a test or a crash drill.
     #[error("injected failure at {0}")]
     Injected(&'static str),

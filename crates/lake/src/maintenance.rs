@@ -755,14 +755,16 @@ impl Catalog {
         let versions = self.log().await?;
         let reach = self.reachable(&versions).await?;
         if let Some(first) = reach.unreadable.first() {
-            return Err(LakeError::Other(format!(
-                "orphan removal refused: {} file(s) the kept catalog versions name could not be read, so what they reach is unknown; first: {} {} of {}: {} (run verify)",
-                reach.unreadable.len(),
-                first.kind.as_str(),
-                first.location,
-                first.table,
-                first.detail
-            )));
+            return Err(LakeError::UnreadableReach {
+                count: reach.unreadable.len(),
+                first: format!(
+                    "{} {} of {}: {}",
+                    first.kind.as_str(),
+                    first.location,
+                    first.table,
+                    first.detail
+                ),
+            });
         }
         let warehouse = ObjectKey::of(stores, self.warehouse_url())?;
         let mut fenced = vec![ObjectKey::of(stores, self.catalog_url())?];

@@ -439,3 +439,24 @@ async fn versions_before_the_chain_are_unchained_not_damaged() {
     assert_eq!(report.versions, vec![3, 4]);
     assert_eq!(report.versions_chained, 0);
 }
+
+#[tokio::test]
+async fn a_sweep_that_cannot_read_what_a_version_names_deletes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = small_lake(dir.path()).await;
+    let t = c.table("bronze.t").await.unwrap();
+    let head = t.snapshot(t.head("main").unwrap()).unwrap();
+    std::fs::remove_file(local_path(&head.manifest_list)).unwrap();
+    let stray = dir.path().join("warehouse/bronze/t/data/stray.parquet");
+    std::fs::write(&stray, b"debris").unwrap();
+    let err = c.remove_orphans(later(), 0).await.unwrap_err();
+    assert!(
+        matches!(err, lake::LakeError::UnreadableReach { count: 1, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains(&head.manifest_list), "{err}");
+    assert!(stray.exists(), "nothing is deleted");
+    let report = c.verify().await.unwrap();
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+    assert_eq!(report.problems[0].kind, "manifest-list");
+}
