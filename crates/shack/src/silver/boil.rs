@@ -48,6 +48,15 @@ pub async fn boil(
 
     // 1. Every table at one catalog version; silver's created on first use.
     progress.message("opening tables");
+    let first = catalog
+        .head()
+        .await
+        .map_err(|e| ShackError::lake("the catalog", e))?;
+    for name in bronze::table_names() {
+        if !first.tables.contains_key(&name) {
+            return Err(ShackError::NoBronze { table: name });
+        }
+    }
     let (head, created_tables) = open_silver(catalog).await?;
     let mut bronze_tables: BTreeMap<Source, Table> = BTreeMap::new();
     for source in Source::ALL {

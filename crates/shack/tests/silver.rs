@@ -1,0 +1,611 @@
+//! The boil's promises, checked against the default season and its truth: every bronze line
+//! accounted for, versions quarantined until their parser is enabled and then replayed without
+//! loss, orders folded by LSN, payments once each, incremental runs equal to a rebuild.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::time::Instant;
+
+use arrow_array::RecordBatch;
+use chrono::{DateTime, Utc};
+use common::*;
+use lake::At;
+use shack::silver::{self, BoilOptions, BoilReport, tables};
+use shack::{Source, bronze};
+
+fn audit() -> At {
+    At::reference(bronze::AUDIT_BRANCH)
+}
+
+async fn boil(lake: &Lake, options: &BoilOptions) -> BoilReport {
+    let report = shack::boil(&lake.catalog, options, &shack::NoProgress)
+        .await
+        .expect("boil");
+    print!("{}", report.render());
+    report
+}
+
+fn only_v1() -> BoilOptions {
+    BoilOptions {
+        parsers: silver::parse_version_list(sugarbush::API_V1),
+        ..BoilOptions::default()
+    }
+}
+
+fn replay() -> BoilOptions {
+    BoilOptions {
+        replay: true,
+        ..BoilOptions::default()
+    }
+}
+
+/// Every row of a table at audit as a line of text, sorted: tables compared row for row.
+async fn table_rows(lake: &Lake, table: &str) -> Vec<String> {
+    let batches = audit_rows(&lake, table).await;
+    let mut out = Vec::new();
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            let cells: Vec<String> = b
+                .columns()
+                .iter()
+                .map(|c| arrow::util::display::array_value_to_string(c, i).expect("displayable"))
+                .collect();
+            out.push(cells.join("|"));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// (file, line) of every row of some batches.
+fn keys(batches: &[RecordBatch]) -> Vec<(String, i64)> {
+    let files = str_column(batches, "_landing_file");
+    let lines = int_column(batches, "_line");
+    files
+        .into_iter()
+        .zip(lines)
+        .map(|(f, l)| (f.expect("file"), l))
+        .collect()
+}
+
+/// Rows of a table at audit; empty when the table has no audit branch yet.
+async fn audit_rows(lake: &Lake, table: &str) -> Vec<RecordBatch> {
+    let t = lake.catalog.table(table).await.expect("table");
+    if t.head(bronze::AUDIT_BRANCH).is_none() {
+        return Vec::new();
+    }
+    lake.audit_rows(table).await
+}
+
+async fn query(lake: &Lake, sql: &str) -> Vec<RecordBatch> {
+    lake.sql(&audit(), sql).await
+}
+
+const HEADERS: [(Source, &str); 2] = [
+    (Source::FxRates, silver::parse::FX_HEADER),
+    (Source::Settlements, silver::parse::SETTLEMENTS_HEADER),
+];
+
+/// Both sides counted: every bronze line at audit is exactly one of parsed (a row of the
+/// source's parsed table), quarantined, or a header; duplicate deliveries are the parsed
+/// payment rows flagged `is_duplicate`, and `silver.payments` holds the others.
+async fn assert_conservation(lake: &Lake) {
+    for source in Source::ALL {
+        let bronze_rows = audit_rows(lake, &bronze::table_name(source)).await;
+        let bronze_keys: Vec<(String, i64)> = keys(&bronze_rows);
+        let raws = str_column(&bronze_rows, "_raw");
+        let header = HEADERS.iter().find(|(s, _)| *s == source).map(|h| h.1);
+        let headers: Vec<(String, i64)> = bronze_keys
+            .iter()
+            .zip(&raws)
+            .filter(|(_, r)| {
+                header.is_some_and(|h| r.as_deref().map(|r| r.trim_end_matches('\r')) == Some(h))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        let parsed_table = match source {
+            Source::Orders => tables::ORDER_CHANGES,
+            Source::Payments => tables::PAYMENT_EVENTS,
+            Source::FxRates => tables::FX_RATE_HISTORY,
+            Source::Settlements => tables::SETTLEMENTS,
+        };
+        // silver.settlements keeps the latest publication per key; the season publishes each
+        // once, so it holds every parsed settlement line.
+        let parsed = keys(&audit_rows(lake, parsed_table).await);
+        let quarantined = keys(
+            &query(
+                lake,
+                &format!(
+                    "select _landing_file, _line from silver.quarantine where source = '{}'",
+                    source.as_str()
+                ),
+            )
+            .await,
+        );
+        let mut accounted: Vec<(String, i64)> = parsed
+            .iter()
+            .chain(&quarantined)
+            .chain(&headers)
+            .cloned()
+            .collect();
+        let total = accounted.len();
+        accounted.sort();
+        accounted.dedup();
+        assert_eq!(
+            accounted.len(),
+            total,
+            "{source}: a line is in two places (parsed, quarantined, header)"
+        );
+        let bronze_set: BTreeSet<(String, i64)> = bronze_keys.iter().cloned().collect();
+        assert_eq!(
+            bronze_set.len(),
+            bronze_keys.len(),
+            "{source}: bronze keys unique"
+        );
+        let accounted: BTreeSet<(String, i64)> = accounted.into_iter().collect();
+        assert_eq!(
+            bronze_set.len() as i64 - accounted.len() as i64,
+            0,
+            "{source}: bronze {} lines, silver accounts for {}",
+            bronze_set.len(),
+            accounted.len()
+        );
+        assert_eq!(
+            bronze_set, accounted,
+            "{source}: the same lines on both sides"
+        );
+        println!(
+            "conservation {source}: {} bronze = {} parsed + {} quarantined + {} headers",
+            bronze_set.len(),
+            parsed.len(),
+            quarantined.len(),
+            headers.len()
+        );
+    }
+    // Payments: every parsed delivery is a first delivery (in silver.payments) or a duplicate.
+    let events = audit_rows(lake, tables::PAYMENT_EVENTS).await;
+    let dup = str_column(&events, "is_duplicate");
+    let firsts: BTreeSet<(String, i64)> = keys(&events)
+        .into_iter()
+        .zip(dup)
+        .filter(|(_, d)| d.as_deref() == Some("false"))
+        .map(|(k, _)| k)
+        .collect();
+    let payments: Vec<(String, i64)> = keys(&audit_rows(lake, tables::PAYMENTS).await);
+    let payment_set: BTreeSet<(String, i64)> = payments.iter().cloned().collect();
+    assert_eq!(payment_set.len(), payments.len());
+    assert_eq!(
+        firsts, payment_set,
+        "silver.payments = the first deliveries"
+    );
+}
+
+fn sum_report(reports: &[&BoilReport]) -> BTreeMap<Source, [u64; 5]> {
+    let mut out: BTreeMap<Source, [u64; 5]> = BTreeMap::new();
+    for r in reports {
+        for s in &r.sources {
+            assert_eq!(s.unaccounted(), 0, "{s:?}");
+            let e = out.entry(s.source).or_default();
+            e[0] += s.rows_read;
+            e[1] += s.parsed;
+            e[2] += s.duplicates;
+            e[3] += s.quarantined;
+            e[4] += s.headers;
+        }
+    }
+    out
+}
+
+/// The whole season, boiled once: conservation, orders equal the truth's highest-LSN state,
+/// payments once each and their daily totals equal the truth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_season_boiled_equals_the_truth() {
+    let season = season();
+    let lake = Lake::new();
+    let end = utc(2026, 12, 31, 0, 0, 0);
+    let started = Instant::now();
+    lake.tap(&season, end).await;
+    let tapped = started.elapsed();
+    let report = boil(&lake, &BoilOptions::default()).await;
+    println!("tap {tapped:?}, boil {:?}", started.elapsed() - tapped);
+    assert!(report.catalog_version.is_some());
+    assert_eq!(report.tables.len(), tables::TABLES.len());
+    let truth = sugarbush::load_truth(&season).expect("truth");
+
+    // Every line accounted for; the report says the same.
+    assert_conservation(&lake).await;
+    let sums = sum_report(&[&report]);
+    let pay = sums[&Source::Payments];
+    assert_eq!(pay[2], truth.summary.faults.duplicate_deliveries);
+    assert_eq!(
+        report
+            .sources
+            .iter()
+            .find(|s| s.source == Source::Payments)
+            .and_then(|s| s.reasons.get("unparseable_json"))
+            .copied()
+            .unwrap_or(0),
+        truth.summary.faults.truncated_lines,
+        "every truncated line, and only those, quarantined as unparseable_json"
+    );
+    assert_eq!(pay[3], truth.summary.faults.truncated_lines);
+    assert_eq!(sums[&Source::Orders][3], 0, "no order line is quarantined");
+    assert_eq!(sums[&Source::FxRates][3], 0);
+    assert_eq!(sums[&Source::Settlements][3], 0);
+
+    // Orders: each order's row is its highest-LSN change in the truth.
+    let orders = audit_rows(&lake, tables::ORDERS).await;
+    let ids = str_column(&orders, "order_id");
+    let status = str_column(&orders, "status");
+    let lsn = int_column(&orders, "_lsn");
+    let deleted = str_column(&orders, "is_deleted");
+    let total = int_column(&orders, "total_minor");
+    let currency = str_column(&orders, "currency");
+    let mut silver_orders: HashMap<String, (String, i64, bool, i64, String)> = HashMap::new();
+    for i in 0..ids.len() {
+        let id = ids[i].clone().expect("id");
+        let row = (
+            status[i].clone().expect("status"),
+            lsn[i],
+            deleted[i].as_deref() == Some("true"),
+            total[i],
+            currency[i].clone().expect("currency"),
+        );
+        assert!(silver_orders.insert(id, row).is_none(), "an order twice");
+    }
+    let mut n = 0;
+    let mut tombstones = 0;
+    for o in sugarbush::read_orders(&season).expect("orders") {
+        let o = o.expect("order");
+        n += 1;
+        let got = silver_orders
+            .get(&o.order_id)
+            .unwrap_or_else(|| panic!("{} missing from silver.orders", o.order_id));
+        let want = (
+            o.final_status.as_str().to_string(),
+            o.final_lsn as i64,
+            o.deleted_at.is_some(),
+            o.total_minor,
+            o.currency.as_str().to_string(),
+        );
+        assert_eq!(got, &want, "{}", o.order_id);
+        tombstones += usize::from(want.2);
+    }
+    assert_eq!(n, silver_orders.len());
+    assert!(tombstones > 0, "test orders stay as tombstones");
+    assert_eq!(
+        tombstones as u64, truth.summary.faults.test_orders_deleted,
+        "every deleted test order is a tombstone"
+    );
+
+    // Payments: no event id twice, and the truth's totals per UTC day and currency.
+    let rows = query(
+        &lake,
+        "select count(*) as n, count(distinct event_id) as d from silver.payments",
+    )
+    .await;
+    assert_eq!(int_column(&rows, "n"), int_column(&rows, "d"));
+    assert_eq!(
+        int_column(&rows, "n")[0] as u64,
+        truth.summary.volume.payment_events
+    );
+    let rows = query(
+        &lake,
+        "select cast(cast(created_at as date) as varchar) as day, currency, \
+         sum(case when event_type = 'capture' then amount_minor else 0 end) as captured, \
+         sum(case when event_type = 'refund' then amount_minor else 0 end) as refunded, \
+         count(*) as events \
+         from silver.payments group by 1, 2",
+    )
+    .await;
+    let days = str_column(&rows, "day");
+    let curs = str_column(&rows, "currency");
+    let captured = int_column(&rows, "captured");
+    let refunded = int_column(&rows, "refunded");
+    let mut got: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
+    for i in 0..days.len() {
+        got.insert(
+            (days[i].clone().expect("day"), curs[i].clone().expect("cur")),
+            (captured[i], refunded[i]),
+        );
+    }
+    let want: BTreeMap<(String, String), (i64, i64)> = truth
+        .daily
+        .iter()
+        .filter(|d| d.captures + d.refunds > 0)
+        .map(|d| {
+            (
+                (d.date.to_string(), d.currency.as_str().to_string()),
+                (d.captured_minor, d.refunded_minor),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "daily totals per UTC day and currency");
+
+    // FX: the republished date holds the correction, and history shows both publications.
+    for r in &truth.summary.fx.republished {
+        let rows = query(
+            &lake,
+            &format!(
+                "select rate_micros, publications from silver.fx_rates where rate_date = date '{}'",
+                r.rate_date
+            ),
+        )
+        .await;
+        assert_eq!(
+            int_column(&rows, "rate_micros"),
+            vec![r.corrected_rate_micros]
+        );
+        assert_eq!(int_column(&rows, "publications"), vec![2]);
+        let hist = query(
+            &lake,
+            &format!(
+                "select rate_micros from silver.fx_rate_history where rate_date = date '{}' order by _arrived_at",
+                r.rate_date
+            ),
+        )
+        .await;
+        assert_eq!(
+            int_column(&hist, "rate_micros"),
+            vec![r.original_rate_micros, r.corrected_rate_micros]
+        );
+    }
+    let fx = audit_rows(&lake, tables::FX_RATES).await;
+    assert_eq!(common::rows(&fx) as u64, truth.summary.fx.rate_dates);
+
+    // Nothing new: nothing committed.
+    let version = lake.catalog.head().await.expect("head").version;
+    let again = boil(&lake, &BoilOptions::default()).await;
+    assert!(again.nothing_new(), "{again:?}");
+    assert_eq!(again.bronze_rows_read, 0);
+    assert_eq!(lake.catalog.head().await.expect("head").version, version);
+}
+
+/// August 17 as it was: only the old parser, so the US account's new-version events are
+/// quarantined; then the parser is enabled and silver replayed from bronze: none are, none lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_api_version_is_quarantined_until_its_parser_and_a_replay() {
+    let season = season();
+    let lake = Lake::new();
+    let through = utc(2026, 8, 17, 12, 0, 0);
+    lake.tap(&season, through).await;
+    let before = boil(&lake, &only_v1()).await;
+    let payments = before
+        .sources
+        .iter()
+        .find(|s| s.source == Source::Payments)
+        .expect("payments");
+    let unsupported = payments
+        .reasons
+        .get("unsupported_api_version")
+        .copied()
+        .unwrap_or(0);
+    assert!(unsupported > 0, "{payments:?}");
+
+    // The quarantined lines are exactly the new-version deliveries bronze holds.
+    let q = query(
+        &lake,
+        "select _raw from silver.quarantine where reason = 'unsupported_api_version'",
+    )
+    .await;
+    let quarantined_ids: HashSet<String> = str_column(&q, "_raw")
+        .into_iter()
+        .map(|raw| {
+            let j: serde_json::Value =
+                serde_json::from_str(&raw.expect("raw")).expect("a complete line");
+            assert_eq!(j["api_version"], sugarbush::API_V2);
+            j["id"].as_str().expect("id").to_string()
+        })
+        .collect();
+    assert_eq!(
+        q.iter().map(|b| b.num_rows()).sum::<usize>() as u64,
+        unsupported
+    );
+    let landed_v2: HashSet<String> = sugarbush::read_payment_events(&season)
+        .expect("events")
+        .map(|e| e.expect("event"))
+        .filter(|e| e.api_version == sugarbush::API_V2 && e.first_landed_at <= through)
+        .map(|e| e.event_id)
+        .collect();
+    assert!(!landed_v2.is_empty());
+    assert_eq!(
+        quarantined_ids, landed_v2,
+        "every landed v2 event, and only those"
+    );
+    let in_payments = query(
+        &lake,
+        &format!(
+            "select count(*) as n from silver.payments where api_version = '{}'",
+            sugarbush::API_V2
+        ),
+    )
+    .await;
+    assert_eq!(int_column(&in_payments, "n"), vec![0]);
+    let payments_before = rows(&audit_rows(&lake, tables::PAYMENTS).await);
+    assert_conservation(&lake).await;
+
+    // Enable both, replay: none quarantined, none lost.
+    let after = boil(&lake, &replay()).await;
+    assert_eq!(after.mode, "replay");
+    assert_eq!(after.parsers, silver::known_versions());
+    let q = query(
+        &lake,
+        "select count(*) as n from silver.quarantine where reason = 'unsupported_api_version'",
+    )
+    .await;
+    assert_eq!(int_column(&q, "n"), vec![0]);
+    let v2_rows = query(
+        &lake,
+        &format!(
+            "select event_id from silver.payments where api_version = '{}'",
+            sugarbush::API_V2
+        ),
+    )
+    .await;
+    let v2_ids: HashSet<String> = str_column(&v2_rows, "event_id")
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(v2_ids, landed_v2, "none lost");
+    assert_eq!(
+        rows(&audit_rows(&lake, tables::PAYMENTS).await),
+        payments_before + landed_v2.len()
+    );
+    assert_conservation(&lake).await;
+    // The replay is new snapshots: the quarantining run is still in history.
+    let q = lake.catalog.table(tables::QUARANTINE).await.expect("table");
+    assert!(q.snapshots().len() >= 2);
+}
+
+/// One boil per day and one full rebuild give the same silver, row for row; an incremental boil
+/// reads only what bronze added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daily_boils_equal_a_rebuild_row_for_row() {
+    let season = season();
+    let lake = Lake::new();
+    let start = utc(2026, 8, 10, 23, 59, 59);
+    lake.tap(&season, start).await;
+    let first = boil(&lake, &BoilOptions::default()).await;
+    let mut reports = vec![first];
+    let mut incremental_read = Vec::new();
+    // August 11..18: the republished rate (12th, corrected on the 13th) and the API change.
+    for day in 11..=18 {
+        let through: DateTime<Utc> = utc(2026, 8, day, 23, 59, 59);
+        let tapped = lake.tap(&season, through).await;
+        let started = Instant::now();
+        let r = boil(&lake, &BoilOptions::default()).await;
+        let elapsed = started.elapsed();
+        assert_eq!(r.mode, "incremental");
+        assert_eq!(
+            r.bronze_rows_read,
+            tapped.rows(),
+            "an incremental boil reads exactly the lines the tap added"
+        );
+        incremental_read.push((day, r.bronze_rows_read, r.silver_rows_read, elapsed));
+        reports.push(r);
+    }
+    let daily: BTreeMap<&str, Vec<String>> = {
+        let mut m = BTreeMap::new();
+        for t in tables::TABLES {
+            m.insert(t, table_rows(&lake, t).await);
+        }
+        m
+    };
+    let refs: Vec<&BoilReport> = reports.iter().collect();
+    let sums = sum_report(&refs);
+    assert_conservation(&lake).await;
+
+    let started = Instant::now();
+    let rebuilt = boil(&lake, &replay()).await;
+    let replay_elapsed = started.elapsed();
+    for t in tables::TABLES {
+        let again = table_rows(&lake, t).await;
+        assert_eq!(again.len(), daily[t].len(), "{t}: row count");
+        assert_eq!(again, daily[t], "{t}: row for row");
+    }
+    let rebuilt_sums = sum_report(&[&rebuilt]);
+    assert_eq!(
+        sums, rebuilt_sums,
+        "the same lines parsed, duplicated, quarantined, headers"
+    );
+    for (day, bronze_read, silver_read, elapsed) in &incremental_read {
+        println!(
+            "cost: incremental boil of Aug {day}: {bronze_read} bronze rows + {silver_read} silver rows read, {elapsed:?}"
+        );
+    }
+    println!(
+        "cost: replay: {} bronze rows + {} silver rows read, {replay_elapsed:?}",
+        rebuilt.bronze_rows_read, rebuilt.silver_rows_read
+    );
+    let max_incremental = incremental_read.iter().map(|r| r.1).max().unwrap_or(0);
+    assert!(max_incremental * 3 < rebuilt.bronze_rows_read);
+}
+
+/// A check of severity error fails the boil before anything is committed; the relationship
+/// check only warns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payments_before_their_orders_warn_and_commit() {
+    let landing = Landing::new();
+    let at = utc(2026, 8, 2, 0, 0, 12);
+    let v1 = r#"{"id":"evt_a","type":"charge.succeeded","api_version":"2025-11-01","created":1785628800,"data":{"object":{"id":"ch_a","order_id":"ord_nowhere","amount":500,"currency":"cad"}}}"#;
+    let mut lines: Vec<u8> = Vec::new();
+    for l in [
+        v1.as_bytes(),
+        v1.as_bytes(),
+        &v1.as_bytes()[..40],
+        b"",
+        b"\xff\xfegarbage",
+    ] {
+        lines.extend_from_slice(l);
+        lines.push(b'\n');
+    }
+    landing.put(Source::Payments, at, "20260801T23", &lines);
+    landing.put(
+        Source::FxRates,
+        at,
+        "2026-08-01",
+        b"rate_date,base,quote,rate\n2026-08-01,USD,CAD,1.368000\n2026-08-01,USD,CAD,1.3680001\n",
+    );
+    let lake = Lake::new();
+    lake.tap(landing.root(), at).await;
+    let r = boil(&lake, &BoilOptions::default()).await;
+    let warn: Vec<_> = r.warnings().collect();
+    assert_eq!(warn.len(), 1);
+    assert_eq!(warn[0].failing, 1);
+    let p = r
+        .sources
+        .iter()
+        .find(|s| s.source == Source::Payments)
+        .expect("payments");
+    assert_eq!(
+        (p.rows_read, p.parsed, p.duplicates, p.quarantined),
+        (5, 1, 1, 3)
+    );
+    assert_eq!(p.reasons.get("unparseable_json"), Some(&2));
+    assert_eq!(p.reasons.get("not_utf8"), Some(&1));
+    let fx = r
+        .sources
+        .iter()
+        .find(|s| s.source == Source::FxRates)
+        .expect("fx");
+    assert_eq!(
+        (fx.rows_read, fx.parsed, fx.quarantined, fx.headers),
+        (3, 1, 1, 1)
+    );
+    assert!(
+        r.render()
+            .contains("warn     relationships_silver_payments_order_id")
+    );
+    assert_conservation(&lake).await;
+
+    // An unknown parser is refused before anything is read.
+    let err = shack::boil(
+        &lake.catalog,
+        &BoilOptions {
+            parsers: vec!["2099-01-01".into()],
+            ..BoilOptions::default()
+        },
+        &shack::NoProgress,
+    )
+    .await
+    .expect_err("unknown parser");
+    assert!(
+        matches!(err, shack::ShackError::UnknownParser { .. }),
+        "{err}"
+    );
+}
+
+/// Boiling before any tap says what is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boiling_an_empty_lake_says_bronze_is_missing() {
+    let lake = Lake::new();
+    let err = shack::boil(&lake.catalog, &BoilOptions::default(), &shack::NoProgress)
+        .await
+        .expect_err("no bronze");
+    assert!(matches!(err, shack::ShackError::NoBronze { .. }), "{err}");
+    assert!(
+        lake.catalog.head().await.expect("head").tables.is_empty(),
+        "nothing created"
+    );
+}
