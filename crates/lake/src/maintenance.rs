@@ -1,7 +1,7 @@
 //! Maintenance: expire snapshots no ref, retention rule or watermark needs, expire catalog
 //! versions, and remove files no kept catalog version reaches — without ever deleting live data.
 //!
-//! **Reachability** is one set for the whole catalog ([`Catalog::reachable`], shared with
+//! **Reachability** is one set for the whole catalog (`Catalog::reachable`, shared with
 //! [`Catalog::verify`]): every file any table of any kept catalog version names — its metadata
 //! file and the metadata log's, statistics and partition statistics files, manifest lists,
 //! manifests (data and delete), data and delete files. Files are compared as object_store
@@ -428,18 +428,17 @@ pub(crate) struct Reachability {
 }
 
 impl Reachability {
-    fn add(&mut self, key: ObjectKey, r: Reached) -> bool {
+    /// Record a named file; a file named twice is live if either names it live.
+    fn add(&mut self, key: ObjectKey, r: Reached) {
         match self.files.get_mut(&key) {
             Some(old) => {
                 old.live |= r.live;
                 if old.recorded_size.is_none() {
                     old.recorded_size = r.recorded_size;
                 }
-                false
             }
             None => {
                 self.files.insert(key, r);
-                true
             }
         }
     }
