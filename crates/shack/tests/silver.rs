@@ -609,3 +609,168 @@ async fn boiling_an_empty_lake_says_bronze_is_missing() {
         "nothing created"
     );
 }
+
+/// A change event line as the CDC sink writes it.
+fn change(op: &str, lsn: u64, order: &str, status: &str) -> String {
+    let image = format!(
+        r#"{{"order_id":"{order}","customer_id":"cus_1","status":"{status}","currency":"cad","total_minor":1500,"ship_region":"CA-NS","created_at":"2026-08-01T00:00:00.000Z","updated_at":"2026-08-01T00:00:00.000Z"}}"#
+    );
+    let (before, after) = if op == "d" {
+        (image, "null".to_string())
+    } else {
+        ("null".to_string(), image)
+    };
+    format!(
+        r#"{{"op":"{op}","lsn":{lsn},"before":{before},"after":{after},"ts_ms":1785542400000}}"#
+    ) + "\n"
+}
+
+/// silver.orders at audit: order → (status, lsn, is_deleted).
+async fn orders_state(lake: &Lake) -> BTreeMap<String, (String, i64, bool)> {
+    let b = audit_rows(lake, tables::ORDERS).await;
+    let ids = str_column(&b, "order_id");
+    let status = str_column(&b, "status");
+    let lsn = int_column(&b, "_lsn");
+    let deleted = str_column(&b, "is_deleted");
+    (0..ids.len())
+        .map(|i| {
+            (
+                ids[i].clone().expect("id"),
+                (
+                    status[i].clone().expect("status"),
+                    lsn[i],
+                    deleted[i].as_deref() == Some("true"),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Across runs, the highest LSN wins whatever arrives later; a delete stays a tombstone that a
+/// late update cannot resurrect; a replay folds to the same rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_lower_lsn_changes_never_overwrite_and_tombstones_stay() {
+    let landing = Landing::new();
+    let lake = Lake::new();
+    let t1 = utc(2026, 8, 2, 1, 0, 0);
+    let t2 = utc(2026, 8, 2, 2, 0, 0);
+    let t3 = utc(2026, 8, 2, 3, 0, 0);
+    let state = |v: &[(&str, &str, i64, bool)]| -> BTreeMap<String, (String, i64, bool)> {
+        v.iter()
+            .map(|(id, s, l, d)| (id.to_string(), (s.to_string(), *l, *d)))
+            .collect()
+    };
+
+    let body = change("c", 10, "ord_a", "created")
+        + &change("c", 11, "ord_b", "created")
+        + &change("u", 30, "ord_a", "paid");
+    landing.put(Source::Orders, t1, "20260802T00", body.as_bytes());
+    lake.tap(landing.root(), t1).await;
+    boil(&lake, &BoilOptions::default()).await;
+    assert_eq!(
+        orders_state(&lake).await,
+        state(&[
+            ("ord_a", "paid", 30, false),
+            ("ord_b", "created", 11, false)
+        ])
+    );
+
+    // A late change with a lower LSN arrives after the newer one; ord_b is deleted.
+    let body = change("u", 20, "ord_a", "cancelled") + &change("d", 40, "ord_b", "created");
+    landing.put(Source::Orders, t2, "20260802T01", body.as_bytes());
+    lake.tap(landing.root(), t2).await;
+    boil(&lake, &BoilOptions::default()).await;
+    assert_eq!(
+        orders_state(&lake).await,
+        state(&[("ord_a", "paid", 30, false), ("ord_b", "created", 40, true)])
+    );
+
+    // A late update of the deleted order cannot bring it back; a newer one of ord_a wins.
+    let body = change("u", 35, "ord_b", "paid") + &change("u", 50, "ord_a", "shipped");
+    landing.put(Source::Orders, t3, "20260802T02", body.as_bytes());
+    lake.tap(landing.root(), t3).await;
+    let r = boil(&lake, &BoilOptions::default()).await;
+    let want = state(&[
+        ("ord_a", "shipped", 50, false),
+        ("ord_b", "created", 40, true),
+    ]);
+    assert_eq!(orders_state(&lake).await, want);
+    let orders = r
+        .tables
+        .iter()
+        .find(|t| t.table == tables::ORDERS)
+        .expect("orders");
+    assert_eq!(orders.rows, 1, "only ord_a's newer change is written");
+    assert_eq!(orders.total_rows, Some(2));
+    assert_eq!(rows(&audit_rows(&lake, tables::ORDER_CHANGES).await), 7);
+
+    let before = table_rows(&lake, tables::ORDERS).await;
+    boil(&lake, &replay()).await;
+    assert_eq!(table_rows(&lake, tables::ORDERS).await, before);
+}
+
+/// A watermark naming a bronze snapshot the branch no longer holds (bronze was rolled back):
+/// the boil says so and rebuilds from what bronze holds, rather than failing or skipping rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watermark_bronze_no_longer_holds_rebuilds_silver() {
+    let landing = Landing::new();
+    let lake = Lake::new();
+    let t1 = utc(2026, 8, 2, 1, 0, 0);
+    let t2 = utc(2026, 8, 2, 2, 0, 0);
+    let event = |id: &str| {
+        format!(
+            r#"{{"id":"{id}","type":"charge.succeeded","api_version":"2025-11-01","created":1785628800,"data":{{"object":{{"id":"ch_{id}","order_id":"ord_1","amount":500,"currency":"cad"}}}}}}"#
+        ) + "\n"
+    };
+    landing.put(
+        Source::Payments,
+        t1,
+        "20260802T00",
+        event("evt_1").as_bytes(),
+    );
+    let first = lake.tap(landing.root(), t1).await;
+    boil(&lake, &BoilOptions::default()).await;
+    landing.put(
+        Source::Payments,
+        t2,
+        "20260802T01",
+        event("evt_2").as_bytes(),
+    );
+    lake.tap(landing.root(), t2).await;
+    boil(&lake, &BoilOptions::default()).await;
+    assert_eq!(rows(&audit_rows(&lake, tables::PAYMENTS).await), 2);
+
+    let snapshot = first.batches[0].snapshot_id;
+    lake.catalog
+        .update_refs(
+            &bronze::table_name(Source::Payments),
+            &[lake::RefOp::Reset {
+                branch: bronze::AUDIT_BRANCH.into(),
+                to: snapshot,
+            }],
+            "rollback",
+        )
+        .await
+        .expect("reset");
+    let r = boil(&lake, &BoilOptions::default()).await;
+    assert_eq!(r.mode, "replay");
+    assert!(
+        r.rebuilt_because
+            .as_deref()
+            .is_some_and(|w| w.contains("no longer holds")),
+        "{r:?}"
+    );
+    assert!(r.render().contains("rebuilt"));
+    let ids = str_column(&audit_rows(&lake, tables::PAYMENTS).await, "event_id");
+    assert_eq!(ids, vec![Some("evt_1".to_string())]);
+    assert_conservation(&lake).await;
+}
+
+#[test]
+fn the_boil_future_is_send() {
+    fn send<T: Send>(_: &T) {}
+    let catalog = lake::Catalog::in_memory();
+    let options = BoilOptions::default();
+    let fut = shack::boil(&catalog, &options, &shack::NoProgress);
+    send(&fut);
+}

@@ -413,6 +413,7 @@ pub async fn boil(
             }
             _ => tables::quarantine_batch(&quarantine.iter().collect::<Vec<_>>())?,
         };
+        let model_rows = batch.num_rows() as u64;
         let batches: Vec<RecordBatch> = if batch.num_rows() > 0 {
             vec![batch]
         } else {
@@ -435,7 +436,7 @@ pub async fn boil(
             None => t.stage_append(branch, &batches, properties).await,
         }
         .map_err(|e| ShackError::lake(name, e))?;
-        report.tables.push(table_report(name, &change)?);
+        report.tables.push(table_report(name, &change, model_rows)?);
         staged.push(change);
     }
 
@@ -672,7 +673,7 @@ fn fx_checks(out: &mut Vec<CheckReport>, fx: &[FxRow], settlements: &[Settlement
     ));
 }
 
-fn table_report(name: &str, change: &TableChange) -> Result<TableReport> {
+fn table_report(name: &str, change: &TableChange, rows: u64) -> Result<TableReport> {
     let missing = || {
         ShackError::lake(
             name,
@@ -695,6 +696,7 @@ fn table_report(name: &str, change: &TableChange) -> Result<TableReport> {
         table: name.to_string(),
         snapshot_id: id,
         operation: summary.operation.as_str().to_string(),
+        rows,
         rows_added: num("added-records").unwrap_or(0),
         rows_removed: num("deleted-records").unwrap_or(0),
         total_rows: num("total-records"),

@@ -62,7 +62,10 @@ pub mod props {
 /// The summary key under which a silver table records how far it consumed `bronze.<source>`:
 /// `sugarshack.watermark.bronze.<source>` (the lake-wide watermark convention).
 pub fn watermark_key(source: Source) -> String {
-    format!("sugarshack.watermark.{}", bronze::table_name(source))
+    let name = bronze::table_name(source);
+    lake::TableName::parse(&name)
+        .map(|t| lake::watermark_key(&t))
+        .unwrap_or_else(|_| format!("{}{name}", lake::WATERMARK_PREFIX))
 }
 
 /// The bronze sources each silver table consumes.
@@ -140,8 +143,12 @@ pub struct TableReport {
     pub snapshot_id: i64,
     /// `append`, `overwrite` or `delete`, as the snapshot records it.
     pub operation: String,
+    /// Rows this model wrote (new rows, or the whole table on a rebuild).
+    pub rows: u64,
+    /// Rows the snapshot added, as its summary says: `rows` plus the rows a copy-on-write
+    /// replace wrote again because they shared a data file with a replaced row.
     pub rows_added: u64,
-    /// Rows removed by the replace (rewritten copy-on-write rows are not counted twice).
+    /// Rows the snapshot removed (replaced rows, and the rewritten ones' old copies).
     pub rows_removed: u64,
     /// Rows in the table after this run.
     pub total_rows: Option<u64>,
@@ -295,7 +302,7 @@ impl BoilReport {
         let aw = self
             .tables
             .iter()
-            .map(|t| thousands(t.rows_added).len())
+            .map(|t| thousands(t.rows).len())
             .max()
             .unwrap_or(1);
         for t in &self.tables {
@@ -303,10 +310,16 @@ impl BoilReport {
                 .total_rows
                 .map(|n| format!("  {} in all", thousands(n)))
                 .unwrap_or_default();
+            let rewritten = t.rows_added.saturating_sub(t.rows);
+            let rewritten = if rewritten > 0 && self.mode != "replay" {
+                format!(" ({} rewritten copy-on-write)", thousands(rewritten))
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "  wrote    {:<tw$}  +{:>aw$} rows{total}\n",
+                "  wrote    {:<tw$}  +{:>aw$} rows{total}{rewritten}\n",
                 t.table,
-                thousands(t.rows_added),
+                thousands(t.rows),
             ));
         }
         out
@@ -364,6 +377,7 @@ mod tests {
                 table: "silver.payments".into(),
                 snapshot_id: 1,
                 operation: "append".into(),
+                rows: 220,
                 rows_added: 220,
                 rows_removed: 0,
                 total_rows: Some(15_224),
