@@ -37,6 +37,7 @@ mod read;
 mod sql;
 mod storage;
 mod table;
+mod types;
 mod verify;
 mod write;
 
@@ -313,6 +314,20 @@ impl Catalog {
         properties: BTreeMap<String, String>,
     ) -> Result<MergeReport> {
         let table = self.table(name).await?;
+        self.merge_table(table, branch, rows, merge, properties)
+            .await
+    }
+
+    /// [`Catalog::merge`] against the table as `table` was read: the merge reads the branch as
+    /// of that handle, and its commit is checked against every snapshot added since.
+    pub async fn merge_table(
+        &self,
+        table: Table,
+        branch: &str,
+        rows: &[RecordBatch],
+        merge: &Merge,
+        properties: BTreeMap<String, String>,
+    ) -> Result<MergeReport> {
         let plan = table.plan_merge(branch, rows, merge).await?;
         let mut report = plan.report;
         if plan.changes {

@@ -745,9 +745,14 @@ impl Table {
                     return Err(LakeError::Conflict {
                         table: name.clone(),
                         detail: format!(
-                            "snapshot {id} added data file {} to branch {branch} after this replace read {}, and the replace would remove its rows",
+                            "snapshot {id} added data file {} to branch {branch} after this replace read {}, and {}",
                             file.file_path(),
-                            base.map_or("an empty branch".to_string(), |b| format!("snapshot {b}"))
+                            base.map_or("an empty branch".to_string(), |b| format!("snapshot {b}")),
+                            match replace {
+                                Replace::Files { .. } =>
+                                    "it holds a row with a key this write changes",
+                                _ => "the replace would remove its rows",
+                            }
                         ),
                     });
                 }
