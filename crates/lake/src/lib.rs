@@ -37,7 +37,6 @@ mod read;
 mod sql;
 mod storage;
 mod table;
-mod types;
 mod verify;
 mod write;
 
