@@ -240,7 +240,7 @@ pub async fn boil(
     if !rebuild && advanced.contains(&Source::Payments) {
         progress.message("reading the payment ids silver holds");
         let name = tables::PAYMENTS;
-        let batches = scan(&silver[name], branch).await?;
+        let batches = key_columns(&silver[name], branch, &["event_id"]).await?;
         for b in &batches {
             silver_rows_read += b.num_rows() as u64;
             let ids = tables::strs(name, b, "event_id")?;
@@ -265,7 +265,7 @@ pub async fn boil(
     if !rebuild && (advanced.contains(&Source::Orders) || advanced.contains(&Source::Payments)) {
         progress.message("reading the order LSNs silver holds");
         let name = tables::ORDERS;
-        let batches = scan(&silver[name], branch).await?;
+        let batches = key_columns(&silver[name], branch, &["order_id", "_lsn"]).await?;
         for b in &batches {
             silver_rows_read += b.num_rows() as u64;
             let ids = tables::strs(name, b, "order_id")?;
@@ -757,6 +757,68 @@ async fn scan(table: &Table, branch: &str) -> Result<Vec<RecordBatch>> {
         .scan(&At::reference(branch))
         .await
         .map_err(|e| ShackError::lake(table.name().to_string(), e))
+}
+
+/// Only `columns` of a table at the branch: DataFusion reads just those Parquet columns (the
+/// key lookups of a boil read the keys of every row, not the rows).
+async fn key_columns(table: &Table, branch: &str, columns: &[&str]) -> Result<Vec<RecordBatch>> {
+    if table.head(branch).is_none() {
+        return Ok(Vec::new());
+    }
+    let name = table.name().to_string();
+    let df_err = |e| ShackError::lake(&name, LakeError::DataFusion(Box::new(e)));
+    let ctx = lake::datafusion::prelude::SessionContext::new();
+    lake::register_table(&ctx, table, &At::reference(branch))
+        .await
+        .map_err(|e| ShackError::lake(&name, e))?;
+    let quoted: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
+    let sql = format!(
+        "select {} from {}.{}",
+        quoted.join(", "),
+        table.name().namespace,
+        table.name().table
+    );
+    let batches = ctx
+        .sql(&sql)
+        .await
+        .map_err(df_err)?
+        .collect()
+        .await
+        .map_err(df_err)?;
+    // Strings may come back as views: give every column the table's own type.
+    let schema = table
+        .arrow_schema()
+        .map_err(|e| ShackError::lake(&name, e))?;
+    let mut out = Vec::with_capacity(batches.len());
+    for b in batches {
+        let mut fields = Vec::new();
+        let mut cols = Vec::new();
+        for (f, c) in b.schema().fields().iter().zip(b.columns()) {
+            let want = schema
+                .field_with_name(f.name())
+                .map(|w| w.data_type().clone())
+                .unwrap_or_else(|_| f.data_type().clone());
+            let c = if c.data_type() == &want {
+                c.clone()
+            } else {
+                arrow::compute::cast(c, &want).map_err(|e| ShackError::BadTable {
+                    table: name.clone(),
+                    detail: format!("reading column {}: {e}", f.name()),
+                })?
+            };
+            fields.push(arrow_schema::Field::new(f.name(), want, true));
+            cols.push(c);
+        }
+        out.push(
+            RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), cols).map_err(
+                |e| ShackError::BadTable {
+                    table: name.clone(),
+                    detail: format!("reading key columns: {e}"),
+                },
+            )?,
+        );
+    }
+    Ok(out)
 }
 
 /// The rows a bronze table's branch added after `after`, each with the snapshot that added it.
