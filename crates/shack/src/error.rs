@@ -79,6 +79,20 @@ pub enum ShackError {
     /// Row-level checks of severity error failed: the boil committed nothing.
     #[error("silver checks failed, nothing was committed: {}", failures.join("; "))]
     ChecksFailed { failures: Vec<String> },
+
+    /// The settings file is not JSON, names an unknown key, or gives a key a bad value.
+    #[error("settings file {}{}: {detail}", file.display(), key.as_ref().map(|k| format!(", key {k:?}")).unwrap_or_default())]
+    Settings {
+        file: PathBuf,
+        /// The key at fault, when the file parsed as JSON.
+        key: Option<String>,
+        detail: String,
+    },
+
+    /// Another run published (or the log moved in a way this publish cannot restage over)
+    /// after this run's grading started: nothing of this publish was committed; grade again.
+    #[error("publish refused, nothing was committed: {detail}")]
+    PublishConflict { detail: String },
 }
 
 impl ShackError {

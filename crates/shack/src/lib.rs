@@ -35,12 +35,18 @@
 //! ```
 
 pub mod bronze;
+pub mod config;
 mod error;
+pub mod grade;
 mod lines;
+pub mod publish;
 pub mod silver;
 mod tap;
 
+pub use config::Settings;
 pub use error::{Result, ShackError};
+pub use grade::{Audit, AuditResult, Grade, GradeContext, Verdict, grade};
+pub use publish::{PublishOutcome, PublishRecord, last_published, publish, publish_at_or_before, publishes};
 pub use silver::{BoilOptions, BoilReport, boil};
 pub use sugarbush::{NoProgress, Progress, Source};
 pub use tap::{BatchReport, DuplicateReport, TapOptions, TapReport, tap, thousands};
