@@ -330,13 +330,9 @@ impl Table {
         let mut groups: HashMap<i32, Option<SpecGroups>> = HashMap::new();
         let mut to_read = Vec::new();
         for (file, spec_id) in live {
-            let g = match groups.get(&spec_id) {
-                Some(g) => g,
-                None => {
-                    let g = self.spec_groups(spec_id, &incoming);
-                    groups.entry(spec_id).or_insert(g)
-                }
-            };
+            let g = groups
+                .entry(spec_id)
+                .or_insert_with(|| self.spec_groups(spec_id, &incoming));
             let group = match g {
                 Some(g) => match g.values.iter().position(|v| v == file.partition()) {
                     Some(p) => Some((p, &g.group_of)),
@@ -785,5 +781,97 @@ impl Incoming {
             }
         }
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use arrow_array::Int64Array;
+    use arrow_schema::{DataType, Field, Schema};
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Datum};
+
+    use super::*;
+
+    /// Incoming keys on one Int64 column (field id 1).
+    fn incoming(keys: &[i64]) -> Incoming {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![Arc::new(Int64Array::from_iter_values(keys.iter().copied()))],
+        )
+        .unwrap();
+        let converter = RowConverter::new(vec![SortField::new(DataType::Int64)]).unwrap();
+        let rows = converter
+            .convert_columns(&key_columns(&batch, &[0]))
+            .unwrap();
+        let by_key = (0..keys.len())
+            .map(|i| (Box::<[u8]>::from(rows.row(i).as_ref()), i))
+            .collect();
+        let lits: Vec<PrimitiveLiteral> = keys.iter().map(|&k| PrimitiveLiteral::Long(k)).collect();
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_by_key(|&i| keys[i]);
+        Incoming {
+            batch,
+            key_idx: vec![0],
+            key_fids: vec![1],
+            converter: Arc::new(converter),
+            by_key: Arc::new(by_key),
+            lits: vec![Some(lits)],
+            sorted: Some((0, order)),
+        }
+    }
+
+    fn file(lower: Option<Datum>, upper: Option<Datum>, values: u64, nulls: u64) -> DataFile {
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path("f.parquet".into())
+            .file_format(DataFileFormat::Parquet)
+            .record_count(values)
+            .file_size_in_bytes(1)
+            .lower_bounds(lower.into_iter().map(|d| (1, d)).collect::<HashMap<_, _>>())
+            .upper_bounds(upper.into_iter().map(|d| (1, d)).collect::<HashMap<_, _>>())
+            .value_counts(HashMap::from([(1, values)]))
+            .null_value_counts(HashMap::from([(1, nulls)]))
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn bounds_prune_only_files_that_cannot_hold_a_key() {
+        let inc = incoming(&[3, 40, 17]);
+        let f = |lo: i64, hi: i64| file(Some(Datum::long(lo)), Some(Datum::long(hi)), 10, 0);
+        assert!(inc.may_hold(&f(0, 3), None), "lower edge");
+        assert!(inc.may_hold(&f(40, 50), None), "upper edge");
+        assert!(inc.may_hold(&f(10, 20), None));
+        assert!(!inc.may_hold(&f(4, 16), None));
+        assert!(!inc.may_hold(&f(41, 99), None));
+        assert!(!inc.may_hold(&f(-9, 2), None));
+        // Unsure: no bounds, one bound, bounds of another type (a promoted int column).
+        assert!(inc.may_hold(&file(None, None, 10, 0), None));
+        assert!(inc.may_hold(&file(Some(Datum::long(20)), None, 10, 0), None));
+        assert!(!inc.may_hold(&file(Some(Datum::long(41)), None, 10, 0), None));
+        assert!(!inc.may_hold(&file(None, Some(Datum::long(2)), 10, 0), None));
+        assert!(inc.may_hold(
+            &file(Some(Datum::int(50)), Some(Datum::int(60)), 10, 0),
+            None
+        ));
+        // Only nulls in the key column: no key can be there.
+        assert!(!inc.may_hold(&file(None, None, 10, 10), None));
+        // In a partition: only the incoming rows of that partition count.
+        let group_of = vec![0, 1, 0];
+        assert!(!inc.may_hold(&f(30, 50), Some((0, &group_of))));
+        assert!(inc.may_hold(&f(30, 50), Some((1, &group_of))));
+    }
+
+    #[test]
+    fn literals_of_other_kinds_are_never_out_of_bounds() {
+        let long = PrimitiveLiteral::Long(5);
+        let int = PrimitiveLiteral::Int(9);
+        assert!(within(&long, Some(&int), Some(&int)));
+        assert!(within(&long, Some(&PrimitiveLiteral::Long(5)), None));
+        assert!(!within(&long, Some(&PrimitiveLiteral::Long(6)), None));
+        assert!(!within(&long, None, Some(&PrimitiveLiteral::Long(4))));
     }
 }

@@ -826,3 +826,51 @@ async fn pyiceberg_reads_merged_main_and_branch_with_the_same_rows() {
         assert_eq!(ops[&id], op, "snapshot {id}");
     }
 }
+
+#[tokio::test]
+async fn staged_merges_of_two_tables_land_in_one_catalog_commit() {
+    let c = Catalog::in_memory();
+    table_of(&c, "silver.a", 1, &[]).await;
+    table_of(&c, "silver.b", 1, &[]).await;
+    let mut changes = Vec::new();
+    let mut reports = Vec::new();
+    for name in ["silver.a", "silver.b"] {
+        let t = c.table(name).await.unwrap();
+        let staged = t
+            .stage_merge(
+                "audit",
+                &[rows(&[(2, "d", 22, 2), (9, "d", 9, 2)])],
+                &Merge::new(["id"]),
+                none(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(staged.report.snapshot, None, "not committed yet");
+        changes.push(staged.change.expect("a change"));
+        reports.push(staged.report);
+    }
+    // Nothing to do: no change to stage.
+    let t = c.table("silver.a").await.unwrap();
+    let idle = t
+        .stage_merge(
+            "audit",
+            &[rows(&[(2, "d", 1, 1)])],
+            &Merge::new(["id"]).when_matched_do_nothing(),
+            none(),
+        )
+        .await
+        .unwrap();
+    assert!(idle.change.is_none());
+    let before = c.head().await.unwrap().version;
+    let committed = c
+        .commit(changes, "merge", "silver run", none())
+        .await
+        .unwrap();
+    assert_eq!(committed.version, before + 1);
+    for (name, r) in ["silver.a", "silver.b"].into_iter().zip(reports) {
+        assert_eq!((r.updated, r.inserted), (1, 1));
+        let got = table_rows(&c, name, &At::reference("audit")).await;
+        assert!(got.contains(&row(2, "d", 22, 2)) && got.contains(&row(9, "d", 9, 2)));
+        assert_eq!(got.len(), 6);
+    }
+}
