@@ -482,6 +482,17 @@ async fn daily_boils_equal_a_rebuild_row_for_row() {
             tapped.rows(),
             "an incremental boil reads exactly the lines the tap added"
         );
+        let merge = r
+            .tables
+            .iter()
+            .find(|t| t.table == tables::ORDERS)
+            .and_then(|t| t.merge.clone())
+            .expect("orders merged");
+        assert!(
+            merge.files_pruned_by_partition > merge.files_read,
+            "the merge skips old days unread: {merge:?}"
+        );
+        println!("merge of Aug {day}: {merge:?}");
         incremental_read.push((day, r.bronze_rows_read, r.silver_rows_read, elapsed));
         reports.push(r);
     }

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{Array, LargeBinaryArray, RecordBatch};
-use lake::{At, Catalog, CatalogVersion, LakeError, Replace, Table, TableChange};
+use lake::{
+    At, Catalog, CatalogVersion, LakeError, MatchCondition, Merge, Replace, Table, TableChange,
+};
 use sugarbush::{Progress, Source};
 
 use crate::bronze::{self, LANDING_FILES};
@@ -18,8 +20,8 @@ use super::tables::{
     self, FxRow, Lineage, OrderRow, PaymentRow, QuarantineRow, SettlementRow, TABLES,
 };
 use super::{
-    BoilOptions, BoilReport, CheckReport, Severity, SourceReport, TableReport, inputs, props,
-    watermark_key,
+    BoilOptions, BoilReport, CheckReport, MergeStats, Severity, SourceReport, TableReport, inputs,
+    props, watermark_key,
 };
 
 /// A bronze line with its lineage.
@@ -262,16 +264,20 @@ pub async fn boil(
     // 6. Orders: the highest LSN per order among the new changes (the earliest delivery on a
     //    tie), kept only where it beats the LSN silver.orders holds.
     let mut existing_lsn: HashMap<String, i64> = HashMap::new();
+    let mut existing_created: HashMap<String, i64> = HashMap::new();
     if !rebuild && (advanced.contains(&Source::Orders) || advanced.contains(&Source::Payments)) {
         progress.message("reading the order LSNs silver holds");
         let name = tables::ORDERS;
-        let batches = key_columns(&silver[name], branch, &["order_id", "_lsn"]).await?;
+        let batches =
+            key_columns(&silver[name], branch, &["order_id", "_lsn", "created_at"]).await?;
         for b in &batches {
             silver_rows_read += b.num_rows() as u64;
             let ids = tables::strs(name, b, "order_id")?;
             let lsns = tables::longs(name, b, "_lsn")?;
+            let created = tables::stamps(name, b, "created_at")?;
             for i in 0..ids.len() {
                 existing_lsn.insert(ids.value(i).to_string(), lsns.value(i));
+                existing_created.insert(ids.value(i).to_string(), created.value(i));
             }
         }
     }
@@ -292,11 +298,6 @@ pub async fn boil(
         })
         .collect();
     upserts.sort_by(|a, b| a.change.order_id.cmp(&b.change.order_id));
-    let replaced_orders: HashSet<String> = upserts
-        .iter()
-        .filter(|w| existing_lsn.contains_key(&w.change.order_id))
-        .map(|w| w.change.order_id.clone())
-        .collect();
 
     // 7. FX rates and settlements: the latest publication per key wins; both small, rewritten.
     let (fx_current, fx_read) = if advanced.contains(&Source::FxRates) {
@@ -348,6 +349,17 @@ pub async fn boil(
     let mut checks = Vec::new();
     payment_checks(&mut checks, &new_payments, &order_ids);
     order_checks(&mut checks, &upserts);
+    // The merge key holds created_at: a change that moved it would add a second row.
+    checks.push(check(
+        "immutable_silver_orders_created_at",
+        Severity::Error,
+        upserts.iter(),
+        |w| {
+            existing_created
+                .get(&w.change.order_id)
+                .is_none_or(|c| *c == w.change.created_at_us)
+        },
+    ));
     fx_checks(&mut checks, &fx_current, &settle_current);
     for s in sources.values() {
         checks.push(CheckReport {
@@ -419,24 +431,47 @@ pub async fn boil(
         } else {
             Vec::new()
         };
-        let replace = if rebuild || matches!(name, tables::FX_RATES | tables::SETTLEMENTS) {
-            Some(Replace::All)
-        } else if name == tables::ORDERS && !replaced_orders.is_empty() {
-            let ids = Arc::new(replaced_orders.clone());
-            Some(Replace::Rows(Arc::new(move |b: &RecordBatch| {
-                tables::mask_in(tables::ORDERS, b, "order_id", &ids)
-                    .map_err(|e| LakeError::Other(e.to_string()))
-            })))
-        } else {
-            None
-        };
         let t = &silver[name];
-        let change = match &replace {
-            Some(r) => t.stage_replace(branch, r, &batches, properties).await,
-            None => t.stage_append(branch, &batches, properties).await,
-        }
-        .map_err(|e| ShackError::lake(name, e))?;
-        report.tables.push(table_report(name, &change, model_rows)?);
+        let lake_err = |e| ShackError::lake(name, e);
+        let mut merge_stats = None;
+        let change = if rebuild || matches!(name, tables::FX_RATES | tables::SETTLEMENTS) {
+            t.stage_replace(branch, &Replace::All, &batches, properties)
+                .await
+                .map_err(lake_err)?
+        } else if name == tables::ORDERS && !batches.is_empty() {
+            // Insert new orders; replace a stored one only when the incoming LSN is higher.
+            let merge = Merge::new(tables::ORDERS_MERGE_KEY)
+                .when_matched_update_if(MatchCondition::incoming_greater("_lsn"));
+            let staged = t
+                .stage_merge(branch, &batches, &merge, properties.clone())
+                .await
+                .map_err(lake_err)?;
+            let r = &staged.report;
+            merge_stats = Some(MergeStats {
+                files_read: r.files_read,
+                files_pruned_by_partition: r.files_pruned_by_partition,
+                files_pruned_by_bounds: r.files_pruned_by_bounds,
+                files_rewritten: r.files_rewritten,
+                inserted: r.inserted,
+                updated: r.updated,
+                unchanged: r.unchanged_matches,
+            });
+            match staged.change {
+                Some(c) => c,
+                // Nothing to change: a snapshot still carries the new watermark.
+                None => t
+                    .stage_append(branch, &[], properties)
+                    .await
+                    .map_err(lake_err)?,
+            }
+        } else {
+            t.stage_append(branch, &batches, properties)
+                .await
+                .map_err(lake_err)?
+        };
+        let mut tr = table_report(name, &change, model_rows)?;
+        tr.merge = merge_stats;
+        report.tables.push(tr);
         staged.push(change);
     }
 
@@ -700,6 +735,7 @@ fn table_report(name: &str, change: &TableChange, rows: u64) -> Result<TableRepo
         rows_added: num("added-records").unwrap_or(0),
         rows_removed: num("deleted-records").unwrap_or(0),
         total_rows: num("total-records"),
+        merge: None,
     })
 }
 
@@ -968,7 +1004,7 @@ async fn open_silver(catalog: &Catalog) -> Result<(CatalogVersion, Vec<String>)>
         let schema = tables::schema(name)?;
         changes.push(
             catalog
-                .stage_create_table(name, &schema, &[])
+                .stage_create_table(name, &schema, &tables::partitioning(name))
                 .await
                 .map_err(|e| ShackError::lake(*name, e))?,
         );

@@ -12,8 +12,10 @@
 //! 3. **Fold change logs by LSN, not arrival**: `silver.orders` holds each order's highest-LSN
 //!    change; an incoming change replaces the stored row only when its LSN is higher, so a late
 //!    lower-LSN change never overwrites a newer one, and deletes stay as tombstones
-//!    (`is_deleted`). The upsert is one copy-on-write replace ([`lake::Replace::Rows`] on the
-//!    order ids that changed) plus the new rows.
+//!    (`is_deleted`). The upsert is lake's copy-on-write MERGE ([`lake::Merge`] by order id and
+//!    creation instant, update only when the incoming `_lsn` is greater). `silver.orders` is
+//!    partitioned by the day its order was created, so a merge opens and rewrites only the
+//!    recent days the new changes belong to.
 //! 4. **Check each row** ([`CheckReport`]): unique and not null keys, accepted values, positive
 //!    amounts (severity error: the boil fails before it commits anything), and payment → order
 //!    (severity warn: CDC lags the webhooks).
@@ -152,6 +154,21 @@ pub struct TableReport {
     pub rows_removed: u64,
     /// Rows in the table after this run.
     pub total_rows: Option<u64>,
+    /// For a merge (`silver.orders`): data files it opened, skipped unread, and rewrote.
+    pub merge: Option<MergeStats>,
+}
+
+/// What a copy-on-write merge had to touch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MergeStats {
+    pub files_read: usize,
+    pub files_pruned_by_partition: usize,
+    pub files_pruned_by_bounds: usize,
+    pub files_rewritten: usize,
+    pub inserted: usize,
+    pub updated: usize,
+    /// Matched rows left as they were (their stored LSN was not lower).
+    pub unchanged: usize,
 }
 
 /// How bad a failing check is.
@@ -381,6 +398,7 @@ mod tests {
                 rows_added: 220,
                 rows_removed: 0,
                 total_rows: Some(15_224),
+                merge: None,
             }],
             bronze_rows_read: 284,
             silver_rows_read: 0,

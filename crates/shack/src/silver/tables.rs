@@ -12,8 +12,7 @@ use arrow_array::builder::{
     TimestampMicrosecondBuilder,
 };
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Date32Array, Int64Array, RecordBatch, StringArray,
-    TimestampMicrosecondArray,
+    Array, ArrayRef, Date32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
@@ -334,6 +333,22 @@ pub fn schema(table: &str) -> Result<SchemaRef> {
     Ok(batch.schema())
 }
 
+/// How a silver table is partitioned. `silver.orders` by the day its order was created: an
+/// order's changes come within days of its creation, so a merge of new changes opens and
+/// rewrites only recent days (the partition column is part of the merge key, so lake prunes by
+/// it). The others are unpartitioned: they are only appended to or rebuilt whole.
+pub fn partitioning(table: &str) -> Vec<lake::PartitionField> {
+    match table {
+        ORDERS => vec![lake::PartitionField::day("created_at")],
+        _ => Vec::new(),
+    }
+}
+
+/// The key `silver.orders` is merged by: the order id, and its creation instant (immutable in
+/// the source: every row image of an order carries the same `created_at`; a boil refuses a
+/// change that would move it).
+pub const ORDERS_MERGE_KEY: [&str; 2] = ["order_id", "created_at"];
+
 // ---- reading rows back -------------------------------------------------------------------
 
 fn bad(table: &str, detail: String) -> ShackError {
@@ -363,7 +378,7 @@ pub(crate) fn longs<'a>(table: &str, b: &'a RecordBatch, name: &str) -> Result<&
     column::<Int64Array>(table, b, name)
 }
 
-fn stamps<'a>(
+pub(crate) fn stamps<'a>(
     table: &str,
     b: &'a RecordBatch,
     name: &str,
@@ -451,19 +466,6 @@ pub fn read_settlements(batches: &[RecordBatch]) -> Result<Vec<SettlementRow>> {
         }
     }
     Ok(out)
-}
-
-/// A boolean mask over a batch: true where `column`'s string is in `set`.
-pub(crate) fn mask_in(
-    table: &str,
-    b: &RecordBatch,
-    name: &str,
-    set: &std::collections::HashSet<String>,
-) -> Result<BooleanArray> {
-    let col = strs(table, b, name)?;
-    Ok((0..b.num_rows())
-        .map(|i| Some(set.contains(col.value(i))))
-        .collect())
 }
 
 #[cfg(test)]
