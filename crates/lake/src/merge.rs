@@ -553,13 +553,17 @@ impl Table {
                 return Err(LakeError::DuplicateMergeKey { table: name, key });
             }
         }
-        // Literals for bounds: floating point keys (NaN has no order) and any type the
-        // conversion does not handle do not prune.
+        // Literals for bounds: floating point keys (NaN has no order), UUIDs (engines have
+        // ordered them signed and unsigned) and any type the conversion does not handle do not
+        // prune.
         let lits: Vec<Option<Vec<PrimitiveLiteral>>> = key_idx
             .iter()
             .zip(&key_types)
             .map(|(&c, (ty, prim))| {
-                if matches!(prim, PrimitiveType::Float | PrimitiveType::Double) {
+                if matches!(
+                    prim,
+                    PrimitiveType::Float | PrimitiveType::Double | PrimitiveType::Uuid
+                ) {
                     return None;
                 }
                 let values = arrow_primitive_to_literal(batch.column(c), ty).ok()?;

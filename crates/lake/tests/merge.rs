@@ -874,3 +874,127 @@ async fn staged_merges_of_two_tables_land_in_one_catalog_commit() {
         assert_eq!(got.len(), 6);
     }
 }
+
+/// Write `md` as a metadata file under its location and register it as `name` (how a table
+/// another engine made arrives in the catalog).
+async fn register(c: &Catalog, name: &str, md: &iceberg::spec::TableMetadata) {
+    let loc = format!("{}/metadata/00001-evolved.metadata.json", md.location());
+    c.file_io()
+        .new_output(&loc)
+        .unwrap()
+        .write(serde_json::to_vec(md).unwrap().into())
+        .await
+        .unwrap();
+    let tn = lake::TableName::parse(name).unwrap();
+    let ident = iceberg::TableIdent::new(
+        iceberg::NamespaceIdent::new(tn.namespace.clone()),
+        tn.table.clone(),
+    );
+    iceberg::Catalog::register_table(c, &ident, loc)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn files_of_an_older_partition_spec_are_merged_in_their_own_spec() {
+    let c = Catalog::in_memory();
+    // Spec 0 (unpartitioned): one file of ids 0..8 on days d1 and d2.
+    c.create_table("silver.first", &schema(), &[])
+        .await
+        .unwrap();
+    c.append(
+        "silver.first",
+        "main",
+        &[range(0..4, "d1"), range(4..8, "d2")],
+        none(),
+    )
+    .await
+    .unwrap();
+    let t = c.table("silver.first").await.unwrap();
+    let day_id = t
+        .metadata()
+        .current_schema()
+        .field_by_name("day")
+        .unwrap()
+        .id;
+    let md = t
+        .metadata()
+        .clone()
+        .into_builder(Some(t.metadata_location().to_string()))
+        .add_partition_spec(
+            iceberg::spec::UnboundPartitionSpec::builder()
+                .add_partition_field(day_id, "day", lake::Transform::Identity)
+                .unwrap()
+                .build(),
+        )
+        .unwrap()
+        .set_default_partition_spec(-1)
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+    register(&c, "silver.evolved", &md).await;
+    // Spec 1 (by day): files for d1 and d2.
+    c.append(
+        "silver.evolved",
+        "main",
+        &[range(10..12, "d1"), range(12..14, "d2")],
+        none(),
+    )
+    .await
+    .unwrap();
+
+    let r = c
+        .merge(
+            "silver.evolved",
+            "main",
+            &[rows(&[
+                (5, "d2", 55, 2),
+                (11, "d1", 111, 2),
+                (30, "d3", 3, 2),
+            ])],
+            &Merge::new(["id", "day"]),
+            none(),
+        )
+        .await
+        .unwrap();
+    // The spec-0 file (ids 0..8, no partition to tell) and the d1 file are read and
+    // rewritten; the d2 file of spec 1 holds neither (5, d2) by its bounds.
+    assert_eq!((r.updated, r.inserted), (2, 1));
+    assert_eq!(
+        (
+            r.files_read,
+            r.files_rewritten,
+            r.files_pruned_by_partition,
+            r.files_pruned_by_bounds
+        ),
+        (2, 2, 0, 1)
+    );
+    let mut want: Vec<Row> = (0..8)
+        .filter(|&i| i != 5)
+        .map(|i| row(i, if i < 4 { "d1" } else { "d2" }, i * 100, 1))
+        .chain([10, 12, 13].map(|i| row(i, if i < 12 { "d1" } else { "d2" }, i * 100, 1)))
+        .collect();
+    want.extend([
+        row(5, "d2", 55, 2),
+        row(11, "d1", 111, 2),
+        row(30, "d3", 3, 2),
+    ]);
+    want.sort();
+    assert_eq!(table_rows(&c, "silver.evolved", &At::Main).await, want);
+
+    // Now every file is of spec 1: a key in d1 prunes d2's and d3's files by partition.
+    let r = c
+        .merge(
+            "silver.evolved",
+            "main",
+            &[rows(&[(0, "d1", 1, 3)])],
+            &Merge::new(["id", "day"]),
+            none(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.updated, 1);
+    // The files now: the merge's new d1, d2 and d3 files and the untouched d2 file.
+    assert_eq!((r.files_pruned_by_partition, r.files_read), (3, 1), "{r:?}");
+}
