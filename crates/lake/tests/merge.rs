@@ -998,3 +998,106 @@ async fn files_of_an_older_partition_spec_are_merged_in_their_own_spec() {
     // The files now: the merge's new d1, d2 and d3 files and the untouched d2 file.
     assert_eq!((r.files_pruned_by_partition, r.files_read), (3, 1), "{r:?}");
 }
+
+#[tokio::test]
+async fn a_merge_that_must_read_rows_refuses_a_branch_with_delete_files() {
+    use iceberg::spec::{
+        DataContentType, DataFileBuilder, DataFileFormat, ManifestListWriter,
+        ManifestWriterBuilder, Operation, Snapshot, Summary,
+    };
+    let c = Catalog::in_memory();
+    table_of(&c, "silver.first", 1, &[]).await;
+    let t = c.table("silver.first").await.unwrap();
+    let md = t.metadata();
+    let head = md.current_snapshot().unwrap();
+    let io = c.file_io();
+    let new_id = head.snapshot_id() + 1;
+    let seq = md.next_sequence_number();
+    // Another engine's merge-on-read delete: a position delete file in a delete manifest.
+    let del = DataFileBuilder::default()
+        .content(DataContentType::PositionDeletes)
+        .file_path(format!("{}/data/pos-deletes-1.parquet", md.location()))
+        .file_format(DataFileFormat::Parquet)
+        .partition(lake::Struct::empty())
+        .record_count(1)
+        .file_size_in_bytes(100)
+        .build()
+        .unwrap();
+    let out = io
+        .new_output(format!("{}/metadata/deletes-m0.avro", md.location()))
+        .unwrap();
+    let mut w = ManifestWriterBuilder::new(
+        out,
+        Some(new_id),
+        md.current_schema().clone(),
+        md.default_partition_spec().as_ref().clone(),
+    )
+    .build_v2_deletes();
+    w.add_file(del, -1).unwrap();
+    let deletes = w.write_manifest_file().await.unwrap();
+    let parent = t.iceberg().manifest_list_reader(head).load().await.unwrap();
+    let list_path = format!("{}/metadata/snap-{new_id}-deletes.avro", md.location());
+    let mut list = ManifestListWriter::v2(
+        io.new_output(&list_path).unwrap().writer().await.unwrap(),
+        new_id,
+        Some(head.snapshot_id()),
+        seq,
+    );
+    list.add_manifests(parent.entries().iter().cloned().chain([deletes]))
+        .unwrap();
+    list.close().await.unwrap();
+    let snap = Snapshot::builder()
+        .with_snapshot_id(new_id)
+        .with_parent_snapshot_id(Some(head.snapshot_id()))
+        .with_sequence_number(seq)
+        .with_timestamp_ms(head.timestamp_ms() + 1)
+        .with_manifest_list(list_path)
+        .with_summary(Summary {
+            operation: Operation::Delete,
+            additional_properties: Default::default(),
+        })
+        .with_schema_id(md.current_schema_id())
+        .build();
+    let md = md
+        .clone()
+        .into_builder(Some(t.metadata_location().to_string()))
+        .set_branch_snapshot(snap, "main")
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+    register(&c, "silver.deleted", &md).await;
+
+    // Key 3 may be in the data file: reading it would ignore the position deletes.
+    let before = c.head().await.unwrap().version;
+    let err = c
+        .merge(
+            "silver.deleted",
+            "main",
+            &[rows(&[(3, "d", 1, 2)])],
+            &Merge::new(["id"]),
+            none(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LakeError::DeleteFilesUnsupported { table, .. } if table == "silver.deleted"),
+        "{err}"
+    );
+    assert_eq!(c.head().await.unwrap().version, before);
+    // Key 100 is outside every file's bounds: nothing is read, and it is inserted.
+    let r = c
+        .merge(
+            "silver.deleted",
+            "main",
+            &[rows(&[(100, "d", 1, 2)])],
+            &Merge::new(["id"]),
+            none(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.inserted, r.files_read, r.files_pruned_by_bounds),
+        (1, 0, 1)
+    );
+}
