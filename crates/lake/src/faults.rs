@@ -7,8 +7,9 @@
 //! - [`Fault::FailAfter`]: the call happens, then an error is returned (a response lost on the
 //!   way back: the write landed, the caller cannot know);
 //! - [`Fault::Slow`]: the call waits, then happens;
-//! - [`Fault::Pause`] / [`Fault::PauseAfter`]: the call waits for a test to release a [`Gate`]
-//!   before (or after) it happens, so a test can order a race exactly, with no timing.
+//! - [`Fault::Pause`] / [`Fault::PauseAfter`] / [`Fault::PauseAround`]: the call waits for a
+//!   test to release a [`Gate`] before (or after, or both) it happens, so a test can order a
+//!   race exactly, with no timing.
 //!
 //! It also counts calls by operation and path, so a test can check what an operation cost.
 //!
@@ -69,6 +70,9 @@ pub enum Fault {
     Pause(Gate),
     /// Do the call, then wait until the gate is released before returning its result.
     PauseAfter(Gate),
+    /// Wait at the gate before the call and again after it (two releases): a test orders both
+    /// when the call lands and when its caller learns of it.
+    PauseAround(Gate),
 }
 
 /// A gate a paused call waits at: the test awaits [`Gate::reached`] to know a call is held, and
@@ -251,6 +255,12 @@ async fn apply<T>(
             call.await
         }
         Some(Fault::PauseAfter(g)) => {
+            let r = call.await;
+            g.hold().await;
+            r
+        }
+        Some(Fault::PauseAround(g)) => {
+            g.hold().await;
             let r = call.await;
             g.hold().await;
             r
