@@ -30,6 +30,8 @@ use futures::{StreamExt, TryStreamExt};
 pub(crate) use crate::log::sha256_hex;
 pub use crate::log::{CATALOG_FORMAT, CatalogVersion, TableEntry};
 use crate::log::{Stored, Written};
+pub(crate) use crate::types::ChangeKind;
+pub use crate::types::{Committed, TableChange};
 
 const MAX_COMMIT_ATTEMPTS: u32 = 64;
 
@@ -51,67 +53,6 @@ impl Failpoint {
             _ => None,
         }
     }
-}
-
-/// What a change does to one table in a catalog commit.
-#[derive(Clone, Debug)]
-pub(crate) enum ChangeKind {
-    /// Point the table at new metadata (written by the commit).
-    Update(Box<TableMetadata>),
-    /// Remove the table from the catalog (its files stay until purged).
-    Drop,
-    /// Register an existing metadata file under this name.
-    Register(String),
-}
-
-/// A change to one table, staged and not yet committed.
-#[derive(Clone, Debug)]
-pub struct TableChange {
-    pub(crate) table: TableName,
-    /// The metadata location the writer started from; `None` for a table that must not exist.
-    pub(crate) base: Option<String>,
-    pub(crate) kind: ChangeKind,
-    /// The snapshot this change adds, if any.
-    pub(crate) snapshot_id: Option<i64>,
-    /// Data files the new snapshot adds: checked to exist before the catalog names them.
-    pub(crate) added_files: Vec<String>,
-    /// The refs the new metadata has, when the writer knows them (saves reading them back
-    /// through the serialised metadata; checked against it in debug builds).
-    pub(crate) refs: Option<Arc<RefMap>>,
-}
-
-impl TableChange {
-    /// The table this change is for.
-    pub fn table(&self) -> &TableName {
-        &self.table
-    }
-
-    /// The snapshot this change adds, if it adds one.
-    pub fn snapshot_id(&self) -> Option<i64> {
-        self.snapshot_id
-    }
-
-    /// The new metadata this change would install, if it installs one.
-    pub fn metadata(&self) -> Option<&TableMetadata> {
-        match &self.kind {
-            ChangeKind::Update(m) => Some(m),
-            _ => None,
-        }
-    }
-}
-
-/// What a catalog commit did.
-#[derive(Clone, Debug)]
-pub struct Committed {
-    /// The catalog version it created.
-    pub version: u64,
-    /// Each changed table's new metadata location (`None` for dropped tables).
-    pub tables: BTreeMap<String, Option<String>>,
-    /// Each changed table's new snapshot, where the change added one.
-    pub snapshots: BTreeMap<String, i64>,
-    /// Each updated table's new metadata: a writer continues from its own commit without
-    /// reading it back ([`Catalog::table_after`]).
-    pub(crate) metadata: BTreeMap<String, (Arc<TableMetadata>, Option<Arc<RefMap>>)>,
 }
 
 pub(crate) struct Inner {
@@ -376,8 +317,16 @@ impl Catalog {
                 table: name.to_string(),
                 version: v.version,
             })?;
-        let md = self.read_metadata(&name, &entry.metadata_location).await?;
-        self.table_from(name, md, entry.metadata_location.clone(), v.version)
+        let (md, refs) = self
+            .read_metadata_and_refs(&name, &entry.metadata_location)
+            .await?;
+        self.table_with(
+            name,
+            md,
+            entry.metadata_location.clone(),
+            v.version,
+            Some(Arc::new(refs)),
+        )
     }
 
     pub(crate) async fn read_metadata(
@@ -385,18 +334,28 @@ impl Catalog {
         name: &TableName,
         location: &str,
     ) -> Result<TableMetadata> {
-        let bytes = storage::read_optional(self.stores(), location)
-            .await?
-            .ok_or_else(|| LakeError::BadMetadata {
-                table: name.to_string(),
-                location: location.to_string(),
-                detail: "file does not exist".into(),
-            })?;
-        serde_json::from_slice::<TableMetadata>(&bytes).map_err(|e| LakeError::BadMetadata {
+        Ok(self.read_metadata_and_refs(name, location).await?.0)
+    }
+
+    /// A table's metadata and its refs. Iceberg keeps the ref map private, so the same bytes
+    /// are read a second time into a struct holding only the refs (cheaper than serialising
+    /// the whole metadata again to find them).
+    async fn read_metadata_and_refs(
+        &self,
+        name: &TableName,
+        location: &str,
+    ) -> Result<(TableMetadata, RefMap)> {
+        let bad = |detail: String| LakeError::BadMetadata {
             table: name.to_string(),
             location: location.to_string(),
-            detail: e.to_string(),
-        })
+            detail,
+        };
+        let bytes = storage::read_optional(self.stores(), location)
+            .await?
+            .ok_or_else(|| bad("file does not exist".into()))?;
+        let md = serde_json::from_slice::<TableMetadata>(&bytes).map_err(|e| bad(e.to_string()))?;
+        let refs = refs_of(&bytes).map_err(|e| bad(e.to_string()))?;
+        Ok((md, refs))
     }
 
     pub(crate) fn table_from(
@@ -735,6 +694,36 @@ impl Catalog {
 fn metadata_number(location: &str) -> Option<u64> {
     let file = location.rsplit('/').next()?;
     file.split('-').next()?.parse().ok()
+}
+
+/// The refs of serialised table metadata: name -> (is a branch, snapshot id). As iceberg reads
+/// them: the `refs` map, and `main` at `current-snapshot-id` when the map has no `main`.
+fn refs_of(metadata_json: &[u8]) -> serde_json::Result<RefMap> {
+    #[derive(serde::Deserialize)]
+    struct Refs {
+        #[serde(default)]
+        refs: BTreeMap<String, Ref>,
+        #[serde(rename = "current-snapshot-id", default)]
+        current_snapshot_id: Option<i64>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Ref {
+        #[serde(rename = "snapshot-id")]
+        snapshot_id: i64,
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    let parsed: Refs = serde_json::from_slice(metadata_json)?;
+    let mut out: RefMap = parsed
+        .refs
+        .into_iter()
+        .map(|(name, r)| (name, (r.kind != "tag", r.snapshot_id)))
+        .collect();
+    if let Some(id) = parsed.current_snapshot_id.filter(|id| *id != -1) {
+        out.entry(iceberg::spec::MAIN_BRANCH.to_string())
+            .or_insert((true, id));
+    }
+    Ok(out)
 }
 
 /// Why a commit failed, and whether a version of it may be in the log (then the files it

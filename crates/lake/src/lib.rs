@@ -37,6 +37,7 @@ mod read;
 mod sql;
 mod storage;
 mod table;
+mod types;
 mod verify;
 mod write;
 

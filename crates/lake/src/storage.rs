@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -28,6 +28,9 @@ use crate::error::{LakeError, Result};
 #[derive(Clone, Debug, Default)]
 pub struct Stores {
     by_root: BTreeMap<String, Arc<dyn ObjectStore>>,
+    /// Stores built on first use for roots nobody registered: one per root, shared by clones
+    /// (a local file system store, or what `object_store::parse_url` builds).
+    built: Arc<Mutex<BTreeMap<String, Arc<dyn ObjectStore>>>>,
 }
 
 impl Stores {
@@ -49,17 +52,33 @@ impl Stores {
             location: location.to_string(),
             detail: e.to_string(),
         })?;
-        if let Some(store) = self.by_root.get(&root_key(&url)) {
+        let key = root_key(&url);
+        if let Some(store) = self.by_root.get(&key) {
             return Ok((store.clone(), path));
         }
-        if url.scheme() == "file" {
-            return Ok((Arc::new(object_store::local::LocalFileSystem::new()), path));
+        if let Some(store) = self.built.lock().ok().and_then(|b| b.get(&key).cloned()) {
+            return Ok((store, path));
         }
-        let (store, path) = object_store::parse_url(&url).map_err(|e| LakeError::Location {
-            location: location.to_string(),
-            detail: format!("no object store for this URL ({e}); build sugarshack with the matching object_store feature"),
-        })?;
-        Ok((Arc::from(store), path))
+        let (store, store_path): (Arc<dyn ObjectStore>, ObjectPath) = if url.scheme() == "file" {
+            (
+                Arc::new(object_store::local::LocalFileSystem::new()),
+                path.clone(),
+            )
+        } else {
+            let (store, p) = object_store::parse_url(&url).map_err(|e| LakeError::Location {
+                location: location.to_string(),
+                detail: format!("no object store for this URL ({e}); build sugarshack with the matching object_store feature"),
+            })?;
+            (Arc::from(store), p)
+        };
+        // Reuse it only where its paths are the URL paths (for every location of the root);
+        // a store that maps paths otherwise is built per location, as before.
+        if store_path == path
+            && let Ok(mut built) = self.built.lock()
+        {
+            return Ok((built.entry(key).or_insert(store).clone(), path));
+        }
+        Ok((store, store_path))
     }
 }
 
@@ -380,5 +399,31 @@ pub async fn read_head(stores: &Stores, location: &str) -> Result<Option<u64>> {
         Ok(m) => Ok(Some(m.size)),
         Err(object_store::Error::NotFound { .. }) => Ok(None),
         Err(e) => Err(LakeError::store(location, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_store_per_root_is_built_once_and_reused() {
+        let stores = Stores::new();
+        let dir = tempfile::tempdir().unwrap();
+        let base = Url::from_directory_path(dir.path()).unwrap();
+        let (a, _) = stores.resolve(base.join("a").unwrap().as_str()).unwrap();
+        let (b, _) = stores
+            .clone()
+            .resolve(base.join("b/c").unwrap().as_str())
+            .unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "one local file system store");
+        // A memory store built from its URL is the same memory on every call.
+        put(&stores, "memory:///x/y", Bytes::from("1"))
+            .await
+            .unwrap();
+        assert_eq!(
+            read_optional(&stores, "memory:///x/y").await.unwrap(),
+            Some(Bytes::from("1"))
+        );
     }
 }
