@@ -57,7 +57,7 @@ pub use sql::{SqlContext, register_table};
 pub use storage::Stores;
 pub use table::{At, RefInfo, RefOp, SnapshotInfo, Table, TableName};
 pub use verify::{VerifyProblem, VerifyReport};
-pub use write::{Replace, RowPredicate, SUMMARY_BRANCH};
+pub use write::{FilePredicate, Replace, RowPredicate, SUMMARY_BRANCH};
 
 /// Re-exported so users need not pin their own versions.
 pub use {arrow, datafusion, iceberg};

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use arrow::array::make_comparator;
 use arrow::compute::SortOptions;
 use arrow::row::{RowConverter, SortField};
-use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt64Array};
 use iceberg::arrow::{RecordBatchPartitionSplitter, arrow_primitive_to_literal};
 use iceberg::spec::{
     DataFile, Literal, MAIN_BRANCH, ManifestContentType, PrimitiveLiteral, PrimitiveType, Struct,
@@ -40,7 +40,7 @@ use crate::SnapshotCommit;
 use crate::catalog::TableChange;
 use crate::error::{LakeError, Result};
 use crate::table::Table;
-use crate::write::{Replace, RowPredicate, conform};
+use crate::write::{FilePredicate, Replace, RowPredicate, conform};
 
 /// A test between an incoming row and the existing row it matched: `(incoming batch, incoming
 /// row, existing batch, existing row) -> bool`. Both batches have the table's Arrow schema.
@@ -307,16 +307,19 @@ impl Table {
                 name: branch.to_string(),
             });
         }
-        let incoming = self.index_incoming(rows, merge)?;
+        let incoming = Arc::new(self.index_incoming(rows, merge)?);
         let mut report = MergeReport::default();
         let n = incoming.batch.num_rows();
         let conflicts = self.conflict_predicate(&incoming);
+        let inc = incoming.clone();
+        let may_conflict: FilePredicate = Arc::new(move |f: &DataFile, _| inc.may_hold(f, None));
         if n == 0 {
             return Ok(MergePlan {
                 files: Vec::new(),
                 replace: Replace::Files {
                     paths: BTreeSet::new(),
                     conflicts,
+                    may_conflict: Some(may_conflict),
                 },
                 report,
                 changes: false,
@@ -360,7 +363,7 @@ impl Table {
 
         // 2. Read them, match, and decide per file.
         let mut matched = vec![false; n];
-        let mut updates: Vec<u32> = Vec::new();
+        let mut updates: Vec<u64> = Vec::new();
         let mut out: Vec<RecordBatch> = Vec::new();
         let mut dropped = BTreeSet::new();
         for (file, spec_id) in to_read {
@@ -410,7 +413,7 @@ impl Table {
                     match (merge.matched, applies) {
                         (MatchedAction::Update, true) => {
                             report.updated += 1;
-                            updates.push(i as u32);
+                            updates.push(i as u64);
                             keep.push(false);
                         }
                         (MatchedAction::Delete, true) => {
@@ -442,14 +445,14 @@ impl Table {
         }
 
         // 3. Updated rows and inserts.
-        let take = |idx: Vec<u32>| -> Result<RecordBatch> {
-            arrow::compute::take_record_batch(&incoming.batch, &UInt32Array::from(idx))
+        let take = |idx: Vec<u64>| -> Result<RecordBatch> {
+            arrow::compute::take_record_batch(&incoming.batch, &UInt64Array::from(idx))
                 .map_err(|e| LakeError::arrow("taking incoming rows", e))
         };
         if !updates.is_empty() {
             out.push(take(updates)?);
         }
-        let unmatched: Vec<u32> = (0..n).filter(|&i| !matched[i]).map(|i| i as u32).collect();
+        let unmatched: Vec<u64> = (0..n).filter(|&i| !matched[i]).map(|i| i as u64).collect();
         if merge.insert {
             report.inserted = unmatched.len();
             if !unmatched.is_empty() {
@@ -469,6 +472,7 @@ impl Table {
             replace: Replace::Files {
                 paths: dropped,
                 conflicts,
+                may_conflict: Some(may_conflict),
             },
             report,
             changes,

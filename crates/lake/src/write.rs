@@ -43,6 +43,10 @@ use crate::table::Table;
 /// A row test for [`Replace::Rows`]: true for the rows to remove.
 pub type RowPredicate = Arc<dyn Fn(&RecordBatch) -> Result<BooleanArray> + Send + Sync>;
 
+/// A file test for [`Replace::Files`]: false when a data file (listed in a manifest of the
+/// partition spec id given) cannot hold a conflicting row, judged from its metadata alone.
+pub type FilePredicate = Arc<dyn Fn(&DataFile, i32) -> bool + Send + Sync>;
+
 /// Which existing rows a replace removes before it adds the new ones.
 #[derive(Clone)]
 pub enum Replace {
@@ -65,11 +69,12 @@ pub enum Replace {
     /// them is no longer live (another writer removed or rewrote it), the replace fails with
     /// [`LakeError::Conflict`]. Retried after a lost race, a data file added since the snapshot
     /// the writer read conflicts when `conflicts` is true for any of its rows (for a merge: a
-    /// row holding one of its keys). Refused on a branch with delete files, as
+    /// row holding one of its keys); files `may_conflict` rules out are not opened. Refused on a branch with delete files, as
     /// [`Replace::Rows`] is (the rows were read without them), unless `paths` is empty.
     Files {
         paths: BTreeSet<String>,
         conflicts: RowPredicate,
+        may_conflict: Option<FilePredicate>,
     },
 }
 
@@ -709,7 +714,8 @@ impl Table {
     /// rows this replace should have replaced). [`Replace::All`]: any added file conflicts;
     /// [`Replace::Partitions`]: a file in one of them; [`Replace::Rows`]: a file with a row the
     /// predicate selects; [`Replace::Files`]: a file with a row its `conflicts` predicate
-    /// selects (the named files themselves are checked when staging). A branch that no longer descends from `base` conflicts too.
+    /// selects (the named files themselves are checked when staging). A branch that no longer
+    /// descends from `base` conflicts too.
     pub async fn check_no_conflicting_data(
         &self,
         branch: &str,
@@ -738,7 +744,10 @@ impl Table {
             };
             for (file, spec_id) in self.files_added_in(id).await? {
                 let conflicts = match replace {
-                    Replace::Files { .. } => self.selects_rows(replace, spec_id, &file).await?,
+                    Replace::Files { may_conflict, .. } => {
+                        may_conflict.as_ref().is_none_or(|f| f(&file, spec_id))
+                            && self.selects_rows(replace, spec_id, &file).await?
+                    }
                     _ => !matches!(self.verdict(replace, spec_id, &file).await?, Verdict::Keep),
                 };
                 if conflicts {
