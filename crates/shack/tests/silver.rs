@@ -473,9 +473,17 @@ async fn daily_boils_equal_a_rebuild_row_for_row() {
     for day in 11..=18 {
         let through: DateTime<Utc> = utc(2026, 8, day, 23, 59, 59);
         let tapped = lake.tap(&season, through).await;
+        let version = lake.catalog.head().await.expect("head").version;
         let started = Instant::now();
         let r = boil(&lake, &BoilOptions::default()).await;
         let elapsed = started.elapsed();
+        assert_eq!(
+            r.catalog_version,
+            Some(version + 1),
+            "every silver table of a run in one catalog commit"
+        );
+        // Every table fed by a source that moved gets a snapshot (no FX file on weekends).
+        assert!(r.tables.iter().any(|t| t.table == tables::QUARANTINE));
         assert_eq!(r.mode, "incremental");
         assert_eq!(
             r.bronze_rows_read,
@@ -784,4 +792,46 @@ fn the_boil_future_is_send() {
     let options = BoilOptions::default();
     let fut = shack::boil(&catalog, &options, &shack::NoProgress);
     send(&fut);
+}
+
+/// A check of severity error stops the boil before anything is committed: here a change that
+/// would move an order's creation instant (the merge key of silver.orders).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_error_check_commits_nothing() {
+    let landing = Landing::new();
+    let lake = Lake::new();
+    let t1 = utc(2026, 8, 2, 1, 0, 0);
+    let t2 = utc(2026, 8, 2, 2, 0, 0);
+    landing.put(
+        Source::Orders,
+        t1,
+        "20260802T00",
+        change("c", 10, "ord_a", "created").as_bytes(),
+    );
+    lake.tap(landing.root(), t1).await;
+    boil(&lake, &BoilOptions::default()).await;
+    let moved = change("u", 20, "ord_a", "paid").replacen(
+        "2026-08-01T00:00:00.000Z",
+        "2026-07-01T00:00:00.000Z",
+        1,
+    );
+    landing.put(Source::Orders, t2, "20260802T01", moved.as_bytes());
+    lake.tap(landing.root(), t2).await;
+    let version = lake.catalog.head().await.expect("head").version;
+    let before = table_rows(&lake, tables::ORDERS).await;
+    let err = shack::boil(&lake.catalog, &BoilOptions::default(), &shack::NoProgress)
+        .await
+        .expect_err("the check fails");
+    match &err {
+        shack::ShackError::ChecksFailed { failures } => {
+            assert_eq!(
+                failures,
+                &vec!["immutable_silver_orders_created_at: 1 rows".to_string()]
+            )
+        }
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains("nothing was committed"));
+    assert_eq!(lake.catalog.head().await.expect("head").version, version);
+    assert_eq!(table_rows(&lake, tables::ORDERS).await, before);
 }

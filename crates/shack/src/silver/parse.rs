@@ -959,7 +959,7 @@ mod tests {
     /// A deterministic generator (splitmix64) for the fuzz test.
     struct Mix(u64);
     impl Mix {
-        fn next(&mut self) -> u64 {
+        fn next_u64(&mut self) -> u64 {
             self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
             let mut z = self.0;
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -967,7 +967,7 @@ mod tests {
             z ^ (z >> 31)
         }
         fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
+            (self.next_u64() % n.max(1) as u64) as usize
         }
     }
 
@@ -977,13 +977,13 @@ mod tests {
         match rng.below(12) {
             0 => (b[..rng.below(b.len())].to_vec(), "truncated"),
             1 => (
-                (0..rng.below(300)).map(|_| rng.next() as u8).collect(),
+                (0..rng.below(300)).map(|_| rng.next_u64() as u8).collect(),
                 "binary",
             ),
             2 => {
                 let mut v = b.to_vec();
                 let i = rng.below(v.len());
-                v[i] = rng.next() as u8;
+                v[i] = rng.next_u64() as u8;
                 (v, "flipped byte")
             }
             3 => {
