@@ -248,19 +248,20 @@ impl Catalog {
     /// Every version still kept, oldest first, through the newest (versions removed by
     /// [`Catalog::expire_versions`] are left out).
     pub async fn log(&self) -> Result<Vec<CatalogVersion>> {
-        let head = self.head().await?;
-        let floor = self.floor().await?;
+        let (head, floor) = self.find_head().await?;
+        let head = match head {
+            Some(s) => s.version.clone(),
+            None => CatalogVersion::empty(),
+        };
         let listed = self.list_versions().await?;
         let mut out = Vec::with_capacity(listed.len());
         for n in listed
             .into_iter()
             .filter(|n| *n >= floor && *n < head.version)
         {
-            match self.version(n).await {
-                Ok(v) => out.push(v),
-                // Expired by another handle between the listing and the read.
-                Err(LakeError::NoSuchVersion { .. }) => {}
-                Err(e) => return Err(e),
+            // `None`: expired by another handle between the listing and the read.
+            if let Some(b) = self.version_bytes(n).await? {
+                out.push(crate::log::parse_version(&self.version_location(n), &b, n)?);
             }
         }
         if head.version > 0 {
@@ -761,6 +762,39 @@ mod tests {
         assert_eq!(
             metadata_number("file:///w/t/metadata/x.metadata.json"),
             None
+        );
+    }
+
+    #[tokio::test]
+    async fn refs_read_from_the_bytes_are_the_refs_iceberg_reads() {
+        let c = Catalog::in_memory();
+        let schema = arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "id",
+            arrow_schema::DataType::Int64,
+            false,
+        )]);
+        let t = c.create_table("a.t", &schema, &[]).await.unwrap();
+        let bytes = storage::read_optional(c.stores(), t.metadata_location())
+            .await
+            .unwrap()
+            .unwrap();
+        // No snapshot yet: no refs at all.
+        assert_eq!(refs_of(&bytes).unwrap(), RefMap::new());
+        let md: TableMetadata = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(refs_of(&bytes).unwrap(), crate::table::ref_map(&md));
+        // Branches and tags, and `main` from the current snapshot when `refs` lacks it.
+        let json = br#"{"refs": {"audit": {"snapshot-id": 7, "type": "branch"},
+            "v1": {"snapshot-id": 5, "type": "tag", "max-ref-age-ms": 10}},
+            "current-snapshot-id": 9}"#;
+        let want = RefMap::from([
+            ("audit".to_string(), (true, 7)),
+            ("v1".to_string(), (false, 5)),
+            ("main".to_string(), (true, 9)),
+        ]);
+        assert_eq!(refs_of(json).unwrap(), want);
+        assert_eq!(
+            refs_of(br#"{"current-snapshot-id": -1}"#).unwrap(),
+            RefMap::new()
         );
     }
 

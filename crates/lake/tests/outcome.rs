@@ -454,3 +454,30 @@ async fn one_table_twice_and_a_missing_data_file_have_their_own_errors() {
     );
     assert_eq!(assert_head_reads(&s).await.version, 2);
 }
+
+#[tokio::test]
+async fn the_head_is_found_by_probing_and_reading_only_the_last_version() {
+    let s = store();
+    let c = setup(&s).await;
+    for k in 0..4 {
+        c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    // A hint that lags far behind (as after writers that crashed before updating it).
+    s.put(
+        &Path::from("catalog/version-hint.txt"),
+        bytes::Bytes::from("1").into(),
+    )
+    .await
+    .unwrap();
+    s.reset_calls();
+    let fresh = open(&s);
+    assert_eq!(fresh.head().await.unwrap().version, 6);
+    assert_eq!(s.calls(Op::Get, VERSIONS), 1, "only the head is read");
+    assert_eq!(s.calls(Op::Get, &version_path(6)), 1);
+    // A handle that knows the head reads no version to find it again.
+    s.reset_calls();
+    assert_eq!(fresh.head().await.unwrap().version, 6);
+    assert_eq!(s.calls(Op::Get, VERSIONS), 0);
+}
