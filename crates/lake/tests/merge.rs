@@ -1144,3 +1144,129 @@ async fn the_conflict_check_does_not_open_added_files_whose_bounds_hold_no_key()
         "re-staged on the concurrent append"
     );
 }
+
+/// A deterministic pseudo-random sequence (no wall clock, no dependency).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[tokio::test]
+async fn random_merges_agree_with_a_model() {
+    let c = Catalog::in_memory();
+    c.create_table("silver.r", &schema(), &[PartitionField::identity("day")])
+        .await
+        .unwrap();
+    let day = |id: i64| format!("d{}", id % 3);
+    let mut model: BTreeMap<(i64, String), (i64, i64)> = BTreeMap::new();
+    let mut rng = Lcg(7);
+    let mut tried = [0usize; 4];
+    for round in 0..40 {
+        // Distinct keys, random amounts and LSNs.
+        let mut ids: Vec<i64> = (0..1 + rng.next(8)).map(|_| rng.next(40) as i64).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let incoming: Vec<(i64, String, i64, i64)> = ids
+            .iter()
+            .map(|&i| (i, day(i), rng.next(1000) as i64, rng.next(10) as i64))
+            .collect();
+        let mode = rng.next(4) as usize;
+        tried[mode] += 1;
+        let merge = match mode {
+            0 => Merge::new(["id", "day"]),
+            1 => Merge::new(["id", "day"])
+                .when_matched_update_if(MatchCondition::incoming_greater("lsn")),
+            2 => Merge::new(["id", "day"]).when_matched_do_nothing(),
+            _ => Merge::new(["id", "day"])
+                .when_matched_delete()
+                .when_not_matched_do_nothing(),
+        };
+        let (mut updated, mut inserted, mut deleted, mut unchanged) = (0, 0, 0, 0);
+        for (id, d, amount, lsn) in &incoming {
+            let key = (*id, d.clone());
+            match (model.get(&key).copied(), mode) {
+                (None, 3) => {}
+                (None, _) => {
+                    inserted += 1;
+                    model.insert(key, (*amount, *lsn));
+                }
+                (Some(_), 0) => {
+                    updated += 1;
+                    model.insert(key, (*amount, *lsn));
+                }
+                (Some((_, old)), 1) if *lsn > old => {
+                    updated += 1;
+                    model.insert(key, (*amount, *lsn));
+                }
+                (Some(_), 3) => {
+                    deleted += 1;
+                    model.remove(&key);
+                }
+                (Some(_), _) => unchanged += 1,
+            }
+        }
+        let batch = {
+            let v: Vec<(i64, &str, i64, i64)> = incoming
+                .iter()
+                .map(|(i, d, a, l)| (*i, d.as_str(), *a, *l))
+                .collect();
+            rows(&v)
+        };
+        let branch = if round % 2 == 0 { "main" } else { "audit" };
+        // Both branches carry the same history: audit follows main before each of its merges.
+        if branch == "audit"
+            && let Some(head) = c.table("silver.r").await.unwrap().head("main")
+        {
+            c.update_refs(
+                "silver.r",
+                &[RefOp::Reset {
+                    branch: "audit".into(),
+                    to: head,
+                }],
+                "follow",
+            )
+            .await
+            .unwrap();
+        }
+        let r = c
+            .merge("silver.r", branch, &[batch], &merge, none())
+            .await
+            .unwrap();
+        assert_eq!(
+            (r.updated, r.inserted, r.deleted, r.unchanged_matches),
+            (updated, inserted, deleted, unchanged),
+            "round {round} mode {mode}"
+        );
+        if branch == "audit"
+            && let Some(s) = &r.snapshot
+        {
+            c.update_refs(
+                "silver.r",
+                &[RefOp::FastForward {
+                    branch: "main".into(),
+                    to: s.snapshot_id,
+                }],
+                "publish",
+            )
+            .await
+            .unwrap();
+        }
+        let want: Vec<Row> = model
+            .iter()
+            .map(|((i, d), (a, l))| (*i, d.clone(), *a, Some(*l)))
+            .collect();
+        assert_eq!(
+            table_rows(&c, "silver.r", &At::Main).await,
+            want,
+            "round {round} mode {mode}"
+        );
+    }
+    assert!(tried.iter().all(|&n| n > 0), "every mode tried: {tried:?}");
+}
