@@ -18,10 +18,11 @@
 //! Incoming rows may not repeat a key ([`LakeError::DuplicateMergeKey`]) nor hold a null in a
 //! key column ([`LakeError::Schema`]); existing rows with a null key never match.
 //!
-//! Concurrency: the commit goes through [`Catalog::commit_files`]'s retry loop. A retry after a
-//! lost race fails with [`LakeError::Conflict`] when a data file added since the snapshot the
-//! merge read holds one of the incoming keys (its row would be lost or duplicated), or when one
-//! of the files the merge rewrote is no longer live.
+//! Concurrency: the commit goes through the retry loop of
+//! [`Catalog::commit_files`](crate::Catalog::commit_files). A retry after a lost race fails with
+//! [`LakeError::Conflict`] when a data file added since the snapshot the merge read holds one
+//! of the incoming keys (its row would be lost or duplicated; added files whose key bounds hold
+//! none are not opened), or when one of the files the merge rewrote is no longer live.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -207,7 +208,7 @@ pub struct MergeReport {
 }
 
 /// A merge staged on one table, to be committed alone or with other tables' changes in one
-/// [`Catalog::commit`].
+/// [`Catalog::commit`](crate::Catalog::commit).
 pub struct StagedMerge {
     /// The change, or `None` when the merge changes nothing.
     pub change: Option<TableChange>,
@@ -267,8 +268,9 @@ fn within(
 
 impl Table {
     /// Stage a merge of `rows` into `branch` (see [`Merge`]); commit the change with
-    /// [`Catalog::commit`], alone or with other tables'. [`Catalog::merge`] stages and commits
-    /// in one call and retries a lost race.
+    /// [`Catalog::commit`](crate::Catalog::commit), alone or with other tables'.
+    /// [`Catalog::merge`](crate::Catalog::merge) stages and commits in one call and retries a
+    /// lost race.
     pub async fn stage_merge(
         &self,
         branch: &str,
