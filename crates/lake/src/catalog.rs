@@ -1,4 +1,4 @@
-//! The file catalog: an append-only log of immutable, numbered versions ([`crate::log`]).
+//! The file catalog: an append-only log of immutable, numbered versions (kept by `log.rs`).
 //!
 //! Version `n` names every table's current Iceberg metadata file, plus when, which operation
 //! and a message. A commit writes each table's new metadata file, then version `head + 1`
@@ -341,7 +341,7 @@ impl Catalog {
     /// A table's metadata and its refs. Iceberg keeps the ref map private, so the same bytes
     /// are read a second time into a struct holding only the refs (cheaper than serialising
     /// the whole metadata again to find them).
-    async fn read_metadata_and_refs(
+    pub(crate) async fn read_metadata_and_refs(
         &self,
         name: &TableName,
         location: &str,

@@ -515,6 +515,36 @@ mod tests {
         ));
     }
 
+    #[tokio::test]
+    async fn the_floor_is_the_highest_marker_and_deleting_a_version_raises_it_first() {
+        let c = Catalog::in_memory();
+        for ns in ["a", "b", "c", "d"] {
+            c.set_namespace(ns, BTreeMap::new()).await.unwrap();
+        }
+        assert_eq!(c.floor().await.unwrap(), 0);
+        c.raise_floor(2).await.unwrap();
+        c.raise_floor(3).await.unwrap();
+        c.raise_floor(2).await.unwrap(); // a late, lower marker changes nothing
+        assert_eq!(c.floor().await.unwrap(), 3);
+        // A handle that never raised the floor raises it past what it deletes.
+        let other = Catalog::open_store(
+            c.stores().resolve("memory:///catalog").unwrap().0,
+            "memory:///catalog",
+            "memory:///warehouse",
+        );
+        other.delete_version(3).await.unwrap();
+        assert_eq!(other.floor().await.unwrap(), 4);
+        assert_eq!(c.log().await.unwrap().len(), 1);
+        assert!(matches!(
+            c.version(2).await,
+            Err(LakeError::NoSuchVersion { version: 2, .. })
+        ));
+        // Version 1 and 2 are still stored but below the floor: ignored, and listed for
+        // maintenance to delete.
+        assert_eq!(c.list_versions().await.unwrap(), vec![1, 2, 4]);
+        assert_eq!(c.head().await.unwrap().version, 4);
+    }
+
     #[test]
     fn floor_markers_and_hashes() {
         assert_eq!(
