@@ -1270,3 +1270,68 @@ async fn random_merges_agree_with_a_model() {
     }
     assert!(tried.iter().all(|&n| n > 0), "every mode tried: {tried:?}");
 }
+
+/// `rows`, with the lsn of the rows at `null_at` null.
+fn with_null_lsn(b: RecordBatch, null_at: &[usize]) -> RecordBatch {
+    let lsn = b
+        .column(3)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("lsn")
+        .iter()
+        .enumerate()
+        .map(|(i, v)| if null_at.contains(&i) { None } else { v })
+        .collect::<Int64Array>();
+    let mut cols = b.columns().to_vec();
+    cols[3] = Arc::new(lsn);
+    RecordBatch::try_new(b.schema(), cols).expect("batch")
+}
+
+#[tokio::test]
+async fn incoming_greater_treats_null_as_lowest() {
+    let c = Catalog::in_memory();
+    c.create_table("silver.n", &schema(), &[]).await.unwrap();
+    // Existing: 1 has no lsn, 2 has lsn 5.
+    c.append(
+        "silver.n",
+        "main",
+        &[with_null_lsn(
+            rows(&[(1, "d", 10, 0), (2, "d", 20, 5)]),
+            &[0],
+        )],
+        none(),
+    )
+    .await
+    .unwrap();
+    // Incoming: 1 with lsn 0 (greater than null), 2 without lsn (never greater).
+    let r = c
+        .merge(
+            "silver.n",
+            "main",
+            &[with_null_lsn(
+                rows(&[(1, "d", 11, 0), (2, "d", 22, 0)]),
+                &[1],
+            )],
+            &Merge::new(["id"]).when_matched_update_if(MatchCondition::incoming_greater("lsn")),
+            none(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.updated, r.unchanged_matches), (1, 1));
+    assert_eq!(
+        table_rows(&c, "silver.n", &At::Main).await,
+        vec![row(1, "d", 11, 0), row(2, "d", 20, 5)]
+    );
+    // A condition column that is not in the table is a typed error.
+    let err = c
+        .merge(
+            "silver.n",
+            "main",
+            &[rows(&[(1, "d", 1, 1)])],
+            &Merge::new(["id"]).when_matched_update_if(MatchCondition::incoming_greater("nope")),
+            none(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LakeError::Schema { .. }), "{err}");
+}
