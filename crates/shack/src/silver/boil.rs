@@ -102,13 +102,33 @@ pub async fn boil(
             }
         }
     }
+    // 3. Read bronze: the new part, or all of it. Incremental reads cross appends only: a
+    //    bronze snapshot of another kind since the watermark (a compaction) means a rebuild.
+    let mut reads: BTreeMap<Source, (Vec<BronzeRow>, Option<i64>)> = BTreeMap::new();
+    if !options.replay && rebuilt_because.is_none() {
+        progress.message("reading what bronze added");
+        for source in Source::ALL {
+            let wm = after.get(&source).copied().flatten();
+            match read_new(&bronze_tables[&source], branch, wm).await {
+                Ok(r) => {
+                    reads.insert(source, r);
+                }
+                Err(ShackError::Lake { error, .. })
+                    if matches!(*error, LakeError::NotAppendOnly { .. }) =>
+                {
+                    rebuilt_because =
+                        Some(format!("{error}; silver was rebuilt from all of bronze"));
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
     let rebuild = options.replay || rebuilt_because.is_some();
     if rebuild {
         after.clear();
+        reads.clear();
     }
-
-    // 3. Read bronze: the new part, or all of it.
-    let mut reads: BTreeMap<Source, (Vec<BronzeRow>, Option<i64>)> = BTreeMap::new();
     if rebuild {
         progress.message("reading all of bronze");
         let files = file_batches(catalog, &head, branch).await?;
@@ -117,12 +137,6 @@ pub async fn boil(
                 source,
                 read_all(&bronze_tables[&source], branch, &files).await?,
             );
-        }
-    } else {
-        progress.message("reading what bronze added");
-        for source in Source::ALL {
-            let wm = after.get(&source).copied().flatten();
-            reads.insert(source, read_new(&bronze_tables[&source], branch, wm).await?);
         }
     }
     let advanced: BTreeSet<Source> = Source::ALL
