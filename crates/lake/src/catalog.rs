@@ -359,17 +359,7 @@ impl Catalog {
         Ok((md, refs))
     }
 
-    pub(crate) fn table_from(
-        &self,
-        name: TableName,
-        md: TableMetadata,
-        location: String,
-        version: u64,
-    ) -> Result<Table> {
-        self.table_with(name, md, location, version, None)
-    }
-
-    /// [`Catalog::table_from`] with the refs, when the caller knows them already.
+    /// A table from metadata already read, with its refs when the caller knows them.
     fn table_with(
         &self,
         name: TableName,

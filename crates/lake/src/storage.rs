@@ -181,11 +181,10 @@ pub async fn delete(stores: &Stores, location: &str) -> Result<()> {
     }
 }
 
-/// One listed object: its absolute location and last modification time (ms).
+/// One listed object: its absolute location.
 #[derive(Clone, Debug)]
 pub struct Listed {
     pub location: String,
-    pub last_modified_ms: i64,
 }
 
 /// List every object under a directory location (recursively).
@@ -202,7 +201,6 @@ pub async fn list(stores: &Stores, dir: &str) -> Result<Vec<Listed>> {
         .into_iter()
         .map(|m| Listed {
             location: format!("{prefix}/{}", m.location),
-            last_modified_ms: m.last_modified.timestamp_millis(),
         })
         .collect())
 }
