@@ -1335,3 +1335,93 @@ async fn incoming_greater_treats_null_as_lowest() {
         .unwrap_err();
     assert!(matches!(err, LakeError::Schema { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn a_day_partitioned_timestamp_key_prunes_by_partition_and_string_bounds() {
+    use arrow_array::TimestampMicrosecondArray;
+    use arrow_schema::TimeUnit;
+    let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into()));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("order_id", DataType::Utf8, false),
+        Field::new("created_at", ts.clone(), false),
+        Field::new("lsn", DataType::Int64, false),
+    ]));
+    const DAY_US: i64 = 86_400_000_000;
+    let orders = |rs: &[(&str, i64, i64)]| {
+        RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from_iter_values(rs.iter().map(|r| r.0))),
+                Arc::new(
+                    TimestampMicrosecondArray::from_iter_values(rs.iter().map(|r| r.1))
+                        .with_timezone("+00:00"),
+                ),
+                Arc::new(Int64Array::from_iter_values(rs.iter().map(|r| r.2))),
+            ],
+        )
+        .expect("orders")
+    };
+    let c = Catalog::in_memory();
+    c.create_table(
+        "silver.orders",
+        &schema,
+        &[PartitionField::day("created_at")],
+    )
+    .await
+    .unwrap();
+    // Three days, and on day 2 a second file of other order ids.
+    for (ids, day) in [
+        (["o-100", "o-101"], 1),
+        (["o-200", "o-201"], 2),
+        (["o-300", "o-301"], 3),
+        (["o-900", "o-901"], 2),
+    ] {
+        let at = day * DAY_US + 3_600_000_000;
+        c.append(
+            "silver.orders",
+            "main",
+            &[orders(&[(ids[0], at, 1), (ids[1], at + 1, 1)])],
+            none(),
+        )
+        .await
+        .unwrap();
+    }
+    let r = c
+        .merge(
+            "silver.orders",
+            "main",
+            &[orders(&[("o-201", 2 * DAY_US + 3_600_000_001, 7)])],
+            &Merge::new(["order_id", "created_at"])
+                .when_matched_update_if(MatchCondition::incoming_greater("lsn")),
+            none(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            r.files_pruned_by_partition,
+            r.files_pruned_by_bounds,
+            r.files_read,
+            r.files_rewritten,
+            r.updated
+        ),
+        (2, 1, 1, 1, 1),
+        "{r:?}"
+    );
+    let t = c.table("silver.orders").await.unwrap();
+    let lsns: Vec<(String, i64)> = t
+        .scan(&At::Main)
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|b| {
+            let id = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+            let lsn = b.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+            (0..b.num_rows())
+                .map(|i| (id.value(i).to_string(), lsn.value(i)))
+                .collect::<Vec<_>>()
+        })
+        .filter(|(_, l)| *l != 1)
+        .collect();
+    assert_eq!(lsns, vec![("o-201".to_string(), 7)]);
+}
