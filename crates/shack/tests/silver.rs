@@ -243,8 +243,8 @@ async fn a_season_boiled_equals_the_truth() {
     let total = int_column(&orders, "total_minor");
     let currency = str_column(&orders, "currency");
     let mut silver_orders: HashMap<String, (String, i64, bool, i64, String)> = HashMap::new();
-    for i in 0..ids.len() {
-        let id = ids[i].clone().expect("id");
+    for (i, id) in ids.into_iter().enumerate() {
+        let id = id.expect("id");
         let row = (
             status[i].clone().expect("status"),
             lsn[i],
@@ -304,9 +304,9 @@ async fn a_season_boiled_equals_the_truth() {
     let captured = int_column(&rows, "captured");
     let refunded = int_column(&rows, "refunded");
     let mut got: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
-    for i in 0..days.len() {
+    for (i, day) in days.into_iter().enumerate() {
         got.insert(
-            (days[i].clone().expect("day"), curs[i].clone().expect("cur")),
+            (day.expect("day"), curs[i].clone().expect("cur")),
             (captured[i], refunded[i]),
         );
     }
