@@ -253,6 +253,17 @@ fn same_kind(a: &PrimitiveLiteral, b: &PrimitiveLiteral) -> bool {
     std::mem::discriminant(a) == std::mem::discriminant(b)
 }
 
+/// True when two partition tuples have the same arity and, field by field, literals of the
+/// same kind (or a null): then they are equal exactly when they hold the same values.
+fn same_shape(a: &Struct, b: &Struct) -> bool {
+    a.fields().len() == b.fields().len()
+        && a.iter().zip(b.iter()).all(|(x, y)| match (x, y) {
+            (Some(Literal::Primitive(x)), Some(Literal::Primitive(y))) => same_kind(x, y),
+            (None, _) | (_, None) => true,
+            _ => false,
+        })
+}
+
 /// `lit` is within `[lower, upper]` (a missing or other-typed bound does not exclude).
 fn within(
     lit: &PrimitiveLiteral,
@@ -341,10 +352,13 @@ impl Table {
             let group = match g {
                 Some(g) => match g.values.iter().position(|v| v == file.partition()) {
                     Some(p) => Some((p, &g.group_of)),
-                    None => {
+                    // Only a partition tuple of the same shape as the incoming ones (another
+                    // engine may have written other literal kinds) is known to differ.
+                    None if g.values.iter().all(|v| same_shape(v, file.partition())) => {
                         report.files_pruned_by_partition += 1;
                         continue;
                     }
+                    None => None,
                 },
                 None => None,
             };
@@ -873,6 +887,19 @@ mod tests {
         let group_of = vec![0, 1, 0];
         assert!(!inc.may_hold(&f(30, 50), Some((0, &group_of))));
         assert!(inc.may_hold(&f(30, 50), Some((1, &group_of))));
+    }
+
+    #[test]
+    fn only_partition_tuples_of_the_same_shape_are_told_apart() {
+        let t = |v: Vec<Option<Literal>>| Struct::from_iter(v);
+        let day = |d: i32| Some(Literal::int(d));
+        assert!(same_shape(&t(vec![day(1)]), &t(vec![day(2)])));
+        assert!(same_shape(&t(vec![day(1)]), &t(vec![None])));
+        assert!(!same_shape(
+            &t(vec![day(1)]),
+            &t(vec![Some(Literal::long(1))])
+        ));
+        assert!(!same_shape(&t(vec![day(1)]), &t(vec![day(1), day(2)])));
     }
 
     #[test]
