@@ -280,7 +280,7 @@ impl Catalog {
     /// The newest version (`None` for the empty catalog) and the floor read after finding it.
     ///
     /// Probes with HEAD requests from the newest version this handle knows (else the hint, else
-    /// a listing), reads only the last version found, and checks the floor afterwards: the
+    /// a listing; see [`Catalog::last_present_from`]), reads only the last version found, and checks the floor afterwards: the
     /// kept log is contiguous from the floor to the head, so the version after which nothing
     /// follows is the head unless it lies below the floor.
     pub(crate) async fn find_head(&self) -> Result<(Option<Arc<Stored>>, u64)> {
@@ -301,10 +301,7 @@ impl Catalog {
                 from = floor.max(self.list_max_version().await?);
             }
             checked = false;
-            let mut n = from;
-            while self.version_present(n + 1).await? {
-                n += 1;
-            }
+            let n = self.last_present_from(from).await?;
             let floor = self.floor().await?;
             if n < floor {
                 from = floor;
@@ -334,6 +331,33 @@ impl Catalog {
             "the catalog log at {} kept moving while its head was looked for ({HEAD_ATTEMPTS} attempts)",
             self.inner.catalog_url
         )))
+    }
+
+    /// The last version of the run that goes on from `from` (taken as present): galloping HEAD
+    /// probes (`from + 1`, `+ 2`, `+ 4`, …) up to a missing one, then bisection. Exact because
+    /// the kept log is contiguous from the floor to the head (a result below the floor is
+    /// thrown away by the caller), and cheap for a handle far behind: about 2·log₂ of the
+    /// versions it missed, and one probe when it missed none.
+    async fn last_present_from(&self, from: u64) -> Result<u64> {
+        let mut lo = from;
+        let mut step = 1u64;
+        let mut hi = loop {
+            let probe = lo.saturating_add(step);
+            if probe == lo || !self.version_present(probe).await? {
+                break probe;
+            }
+            lo = probe;
+            step = step.saturating_mul(2);
+        };
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.version_present(mid).await? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
     }
 
     /// Write `next` (edited from `base`, the head) as the version after `base`. `floor_before`

@@ -480,4 +480,17 @@ async fn the_head_is_found_by_probing_and_reading_only_the_last_version() {
     s.reset_calls();
     assert_eq!(fresh.head().await.unwrap().version, 6);
     assert_eq!(s.calls(Op::Get, VERSIONS), 0);
+    assert_eq!(s.calls(Op::Head, VERSIONS), 1, "one probe: is there a 7?");
+
+    // Far behind, it finds the head in a few probes, not one per missed version.
+    for k in 0..58 {
+        c.set_namespace(&format!("n{k}"), BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    s.reset_calls();
+    assert_eq!(fresh.head().await.unwrap().version, 64);
+    let probes = s.calls(Op::Head, VERSIONS);
+    assert!(probes <= 14, "{probes} probes");
+    assert_eq!(s.calls(Op::Get, VERSIONS), 1);
 }
