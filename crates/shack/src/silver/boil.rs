@@ -448,7 +448,8 @@ pub async fn boil(
         let t = &silver[name];
         let lake_err = |e| ShackError::lake(name, e);
         let mut merge_stats = None;
-        let change = if rebuild || matches!(name, tables::FX_RATES | tables::SETTLEMENTS) {
+        let whole = rebuild || matches!(name, tables::FX_RATES | tables::SETTLEMENTS);
+        let change = if whole {
             t.stage_replace(branch, &Replace::All, &batches, properties)
                 .await
                 .map_err(lake_err)?
@@ -485,6 +486,7 @@ pub async fn boil(
         };
         let mut tr = table_report(name, &change, model_rows)?;
         tr.merge = merge_stats;
+        tr.rewritten_whole = whole;
         report.tables.push(tr);
         staged.push(change);
     }
@@ -750,6 +752,7 @@ fn table_report(name: &str, change: &TableChange, rows: u64) -> Result<TableRepo
         rows_removed: num("deleted-records").unwrap_or(0),
         total_rows: num("total-records"),
         merge: None,
+        rewritten_whole: false,
     })
 }
 

@@ -156,6 +156,9 @@ pub struct TableReport {
     pub total_rows: Option<u64>,
     /// For a merge (`silver.orders`): data files it opened, skipped unread, and rewrote.
     pub merge: Option<MergeStats>,
+    /// The table was written whole (a rebuild; `silver.fx_rates` and `silver.settlements`,
+    /// a few rows a day, on every run): `rows` is then the whole table.
+    pub rewritten_whole: bool,
 }
 
 /// What a copy-on-write merge had to touch.
@@ -328,7 +331,9 @@ impl BoilReport {
                 .map(|n| format!("  {} in all", thousands(n)))
                 .unwrap_or_default();
             let rewritten = t.rows_added.saturating_sub(t.rows);
-            let rewritten = if rewritten > 0 && self.mode != "replay" {
+            let rewritten = if t.rewritten_whole && self.mode != "replay" {
+                " (rewritten whole)".to_string()
+            } else if rewritten > 0 && self.mode != "replay" {
                 format!(" ({} rewritten copy-on-write)", thousands(rewritten))
             } else {
                 String::new()
@@ -399,6 +404,7 @@ mod tests {
                 rows_removed: 0,
                 total_rows: Some(15_224),
                 merge: None,
+                rewritten_whole: false,
             }],
             bronze_rows_read: 284,
             silver_rows_read: 0,
