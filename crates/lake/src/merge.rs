@@ -41,7 +41,7 @@ use crate::SnapshotCommit;
 use crate::catalog::TableChange;
 use crate::error::{LakeError, Result};
 use crate::table::Table;
-use crate::write::{FilePredicate, Replace, RowPredicate, conform};
+use crate::write::{FilePredicate, Replace, RowPredicate, conform, may_hold};
 
 /// A test between an incoming row and the existing row it matched: `(incoming batch, incoming
 /// row, existing batch, existing row) -> bool`. Both batches have the table's Arrow schema.
@@ -199,8 +199,11 @@ pub struct MergeReport {
     pub not_inserted: usize,
     /// Data files rewritten (dropped, their other rows written to new files).
     pub files_rewritten: usize,
-    /// Data files skipped unread because their partition cannot hold an incoming key.
+    /// Data files skipped unread because their partition cannot hold an incoming key (with
+    /// the live files of pruned manifests, as the manifest list counts them).
     pub files_pruned_by_partition: usize,
+    /// Data manifests not opened: their partition summaries hold no incoming key's partition.
+    pub manifests_pruned: usize,
     /// Data files skipped unread because their key bounds hold no incoming key.
     pub files_pruned_by_bounds: usize,
     /// Data files opened and read.
@@ -342,8 +345,10 @@ impl Table {
 
         // 1. The live files the merge may have to read.
         let base = self.head(branch).or_else(|| self.head(MAIN_BRANCH));
-        let (live, has_deletes) = self.live_data_files(base).await?;
         let mut groups: HashMap<i32, Option<SpecGroups>> = HashMap::new();
+        let (live, has_deletes) = self
+            .live_data_files(base, &incoming, &mut groups, &mut report)
+            .await?;
         let mut to_read = Vec::new();
         for (file, spec_id) in live {
             let g = groups
@@ -655,7 +660,16 @@ impl Table {
 
     /// The live data files at `snapshot` with the partition spec of the manifest listing each,
     /// and whether live delete files are there too.
-    async fn live_data_files(&self, snapshot: Option<i64>) -> Result<(Vec<(DataFile, i32)>, bool)> {
+    /// Data manifests whose partition summaries cannot hold any incoming partition (of a spec
+    /// all of whose source columns are keys) are not opened: their live files count as pruned
+    /// by partition.
+    async fn live_data_files(
+        &self,
+        snapshot: Option<i64>,
+        incoming: &Incoming,
+        groups: &mut HashMap<i32, Option<SpecGroups>>,
+        report: &mut MergeReport,
+    ) -> Result<(Vec<(DataFile, i32)>, bool)> {
         let Some(id) = snapshot else {
             return Ok((Vec::new(), false));
         };
@@ -682,6 +696,21 @@ impl Table {
                     (mf.added_files_count, mf.existing_files_count),
                     (Some(0), Some(0))
                 );
+                continue;
+            }
+            let spec_id = mf.partition_spec_id;
+            if let Some(g) = groups
+                .entry(spec_id)
+                .or_insert_with(|| self.spec_groups(spec_id, incoming))
+                && let Ok(spec) = self.partition_spec(spec_id)
+                && let Ok(ty) = spec.partition_type(self.metadata().current_schema())
+                && !may_hold(mf, &ty, &g.values)
+            {
+                report.manifests_pruned += 1;
+                report.files_pruned_by_partition += [mf.added_files_count, mf.existing_files_count]
+                    .iter()
+                    .map(|c| c.unwrap_or(0) as usize)
+                    .sum::<usize>();
                 continue;
             }
             let m = mf

@@ -117,7 +117,7 @@ fn merge_tier(mf: &ManifestFile) -> Option<u32> {
 
 /// False when a data manifest's partition field summaries show that it holds none of
 /// `values` (partition tuples of `partition_type`, the manifest's spec). True when unsure.
-fn may_hold(mf: &ManifestFile, partition_type: &StructType, values: &[Struct]) -> bool {
+pub(crate) fn may_hold(mf: &ManifestFile, partition_type: &StructType, values: &[Struct]) -> bool {
     let Some(summaries) = &mf.partitions else {
         return true;
     };
