@@ -33,6 +33,19 @@
 //! FX rates are kept exactly as `i64` micro-units (`rate_micros`, scaled by 10^6). A republished
 //! rate date keeps both publications in `silver.fx_rate_history`; `silver.fx_rates` holds the
 //! latest publication (by arrival, then file, then line) with how many there were.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let catalog = lake::Catalog::open_local("catalog", "warehouse")?;
+//! let options = shack::BoilOptions {
+//!     // What the CLI does with SUGAR_PARSERS=2025-11-01: the story's August 17 morning.
+//!     parsers: shack::silver::parse_version_list("2025-11-01"),
+//!     ..shack::BoilOptions::default()
+//! };
+//! let report = shack::boil(&catalog, &options, &shack::NoProgress).await?;
+//! print!("{}", report.render());
+//! # Ok(()) }
+//! ```
 
 mod boil;
 pub mod parse;
@@ -417,6 +430,9 @@ mod tests {
   wrote    silver.payments  +220 rows  15,224 in all
 ";
         assert_eq!(report.render(), want);
+        let json = serde_json::to_value(&report).expect("serialises");
+        assert_eq!(json["sources"][0]["source"], "payments");
+        assert_eq!(json["checks"][0]["severity"], "warn");
         assert_eq!(report.sources[0].unaccounted(), 0);
         assert_eq!(report.warnings().count(), 1);
     }
