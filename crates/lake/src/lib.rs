@@ -44,18 +44,18 @@ mod write;
 use std::collections::{BTreeMap, HashMap};
 
 use arrow_array::RecordBatch;
-pub use catalog::{
-    CATALOG_FORMAT, Catalog, CatalogVersion, Committed, Failpoint, TableChange, TableEntry,
-};
+pub use catalog::{Catalog, Failpoint};
 pub use error::{LakeError, Result};
 pub use iceberg::spec::{Datum, Literal, PrimitiveLiteral, Struct, Transform};
 use iceberg::spec::{TableMetadataBuilder, UnboundPartitionSpec};
+pub use log::{CATALOG_FORMAT, CatalogVersion, TableEntry};
 pub use maintenance::{ExpireOptions, FileKind, OrphanReport, WATERMARK_PREFIX, watermark_key};
 pub use merge::{MatchCondition, MatchTest, MatchedAction, Merge, MergeReport, StagedMerge};
 pub use read::{AddedBy, Incremental};
 pub use sql::{SqlContext, register_table};
 pub use storage::Stores;
 pub use table::{At, RefInfo, RefOp, SnapshotInfo, Table, TableName};
+pub use types::{Committed, TableChange};
 pub use verify::{VerifyProblem, VerifyReport};
 pub use write::{FilePredicate, Replace, RowPredicate, SUMMARY_BRANCH};
 
