@@ -280,9 +280,9 @@ impl Catalog {
     /// The newest version (`None` for the empty catalog) and the floor read after finding it.
     ///
     /// Probes with HEAD requests from the newest version this handle knows (else the hint, else
-    /// a listing; see [`Catalog::last_present_from`]), reads only the last version found, and checks the floor afterwards: the
-    /// kept log is contiguous from the floor to the head, so the version after which nothing
-    /// follows is the head unless it lies below the floor.
+    /// a listing; see [`Catalog::last_present_from`]), reads only the last version found, and
+    /// checks the floor afterwards: the kept log is contiguous from the floor to the head, so
+    /// the version after which nothing follows is the head unless it lies below the floor.
     pub(crate) async fn find_head(&self) -> Result<(Option<Arc<Stored>>, u64)> {
         let cached = self.newest();
         // A guess from the cache needs no check that it exists: an expired one is below the
