@@ -175,6 +175,19 @@ fn maintenance_in_a_path_with_a_space_and_an_accent_keeps_every_live_file() {
     let tapped = count(&d, lines, "audit");
     assert_eq!(tapped, landed_lines(&d, "2026-08-20T23:59:59Z"));
 
+    // Silver from bronze, with only the old payments parser (the story's August 17 morning
+    // would quarantine the new API version's events; through the 20th there are some).
+    let out = sugarshack(&d, &["boil"], &[("SUGAR_PARSERS", "2025-11-01")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let boiled = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(boiled.contains("unsupported_api_version"), "{boiled}");
+    let replayed = ok(&d, &["boil", "--replay"]);
+    assert!(!replayed.contains("unsupported_api_version"), "{replayed}");
+
     let maintained = ok(&d, &["maintain", "--orphan-grace-minutes", "0"]);
     assert!(
         maintained.contains("removed 0 orphan files"),

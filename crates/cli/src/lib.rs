@@ -94,6 +94,17 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Boil bronze into silver on the audit branch: parse payments by API version, quarantine
+    /// what cannot be used (with a reason), deduplicate deliveries, fold order changes by LSN.
+    /// Incremental by bronze snapshot id: only what bronze added since the last boil is read.
+    /// `SUGAR_PARSERS=2025-11-01` (a comma list) enables only those payment API versions.
+    Boil {
+        /// Rebuild every silver table from all of bronze (new snapshots; history stays).
+        #[arg(long)]
+        replay: bool,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// The watermark experiment ("The Mark the Tide Left") on the lake's own snapshots: a
     /// timestamp watermark drops rows of long transactions; a snapshot-id watermark drops none.
     Tide(tide::TideArgs),
@@ -255,6 +266,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let bar = progress::Bar::new("tap");
             let report = shack::tap(&lake, &cli.warehouse, *through, &options, &bar).await;
+            bar.finish();
+            let report = report?;
+            if *format == Format::Json {
+                say!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                say_raw!("{}", report.render());
+            }
+        }
+        Command::Boil { replay, format } => {
+            let lake = open(&cli)?;
+            let mut options = shack::BoilOptions {
+                replay: *replay,
+                ..shack::BoilOptions::default()
+            };
+            if let Ok(list) = std::env::var("SUGAR_PARSERS")
+                && !list.trim().is_empty()
+            {
+                options.parsers = shack::silver::parse_version_list(&list);
+            }
+            let bar = progress::Bar::new("boil");
+            let report = shack::boil(&lake, &options, &bar).await;
             bar.finish();
             let report = report?;
             if *format == Format::Json {
