@@ -42,7 +42,7 @@ fn replay() -> BoilOptions {
 
 /// Every row of a table at audit as a line of text, sorted: tables compared row for row.
 async fn table_rows(lake: &Lake, table: &str) -> Vec<String> {
-    let batches = audit_rows(&lake, table).await;
+    let batches = audit_rows(lake, table).await;
     let mut out = Vec::new();
     for b in &batches {
         for i in 0..b.num_rows() {
