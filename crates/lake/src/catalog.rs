@@ -22,7 +22,8 @@ use url::Url;
 
 use crate::error::{LakeError, Result};
 use crate::storage::{self, Stores};
-use crate::table::{RefMap, Table, TableName};
+use crate::table::Table;
+use crate::types::{RefMap, TableName};
 use futures::{StreamExt, TryStreamExt};
 
 /// For `verify`: the hash the chain records ([`Catalog::version_bytes`] gives the bytes).
@@ -771,7 +772,7 @@ mod tests {
         // No snapshot yet: no refs at all.
         assert_eq!(refs_of(&bytes).unwrap(), RefMap::new());
         let md: TableMetadata = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(refs_of(&bytes).unwrap(), crate::table::ref_map(&md));
+        assert_eq!(refs_of(&bytes).unwrap(), crate::types::ref_map(&md));
         // Branches and tags, and `main` from the current snapshot when `refs` lacks it.
         let json = br#"{"refs": {"audit": {"snapshot-id": 7, "type": "branch"},
             "v1": {"snapshot-id": 5, "type": "tag", "max-ref-age-ms": 10}},

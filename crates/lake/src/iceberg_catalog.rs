@@ -10,7 +10,7 @@ use iceberg::{ErrorKind, Namespace, NamespaceIdent, TableCommit, TableCreation, 
 
 use crate::catalog::{Catalog, ChangeKind, TableChange};
 use crate::error::LakeError;
-use crate::table::TableName;
+use crate::types::TableName;
 
 fn to_ice(e: LakeError) -> iceberg::Error {
     let kind = match &e {

@@ -54,8 +54,8 @@ pub use merge::{MatchCondition, MatchTest, MatchedAction, Merge, MergeReport, St
 pub use read::{AddedBy, Incremental};
 pub use sql::{SqlContext, register_table};
 pub use storage::Stores;
-pub use table::{At, RefInfo, RefOp, SnapshotInfo, Table, TableName};
-pub use types::{Committed, TableChange};
+pub use table::{At, RefInfo, RefOp, SnapshotInfo, Table};
+pub use types::{Committed, TableChange, TableName};
 pub use verify::{VerifyProblem, VerifyReport};
 pub use write::{FilePredicate, Replace, RowPredicate, SUMMARY_BRANCH};
 

@@ -50,7 +50,8 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use crate::catalog::{Catalog, CatalogVersion, ChangeKind, TableChange};
 use crate::error::{LakeError, Result};
 use crate::storage::{self, Stores};
-use crate::table::{Table, TableName, ref_map};
+use crate::table::Table;
+use crate::types::{TableName, ref_map};
 
 /// Snapshot summary properties that record a watermark: a snapshot whose summary holds
 /// `sugarshack.watermark.<namespace>.<table>` = a snapshot id of that source table says "this

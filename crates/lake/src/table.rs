@@ -14,53 +14,7 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, ChangeKind, TableChange};
 use crate::error::{LakeError, Result};
-
-/// `namespace.table`, each part letters, digits and `_`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct TableName {
-    pub namespace: String,
-    pub table: String,
-}
-
-impl TableName {
-    /// Parse `namespace.table`.
-    pub fn parse(s: &str) -> Result<TableName> {
-        let Some((ns, t)) = s.split_once('.') else {
-            return Err(LakeError::InvalidName {
-                name: s.to_string(),
-                detail: "expected namespace.table".into(),
-            });
-        };
-        Self::check_part(s, ns)?;
-        Self::check_part(s, t)?;
-        Ok(TableName {
-            namespace: ns.to_string(),
-            table: t.to_string(),
-        })
-    }
-
-    pub(crate) fn check_part(whole: &str, part: &str) -> Result<()> {
-        let ok = !part.is_empty()
-            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !part.starts_with(|c: char| c.is_ascii_digit());
-        if ok {
-            Ok(())
-        } else {
-            Err(LakeError::InvalidName {
-                name: whole.to_string(),
-                detail: format!(
-                    "{part:?} must be letters, digits and _ (not starting with a digit)"
-                ),
-            })
-        }
-    }
-}
-
-impl fmt::Display for TableName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.namespace, self.table)
-    }
-}
+pub(crate) use crate::types::{RefMap, TableName, ref_map};
 
 /// Which state of a table to read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,31 +94,6 @@ pub struct Table {
     version: u64,
     /// Ref name -> (is a branch, snapshot id). iceberg-rust keeps its ref map private.
     refs: Arc<RefMap>,
-}
-
-/// Ref name -> (is a branch, snapshot id).
-pub(crate) type RefMap = BTreeMap<String, (bool, i64)>;
-
-/// The refs of a metadata, read through its serialised form (the map is private upstream).
-pub(crate) fn ref_map(md: &TableMetadata) -> RefMap {
-    let mut out = BTreeMap::new();
-    if let Ok(v) = serde_json::to_value(md)
-        && let Some(refs) = v.get("refs").and_then(|r| r.as_object())
-    {
-        for (name, r) in refs {
-            let id = r.get("snapshot-id").and_then(|i| i.as_i64());
-            let is_branch = r.get("type").and_then(|t| t.as_str()) != Some("tag");
-            if let Some(id) = id {
-                out.insert(name.clone(), (is_branch, id));
-            }
-        }
-    }
-    if !out.contains_key(MAIN_BRANCH)
-        && let Some(id) = md.current_snapshot_id()
-    {
-        out.insert(MAIN_BRANCH.to_string(), (true, id));
-    }
-    out
 }
 
 /// The retention settings of every ref of a metadata, read through its serialised form (the
