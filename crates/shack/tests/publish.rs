@@ -654,3 +654,133 @@ async fn a_stale_grade_is_refused() {
     assert_eq!(heads(&catalog, "main").await, mains);
     assert_eq!(shack::publishes(&catalog).await.expect("log").len(), 1);
 }
+
+mod held_commit {
+    //! Races ordered exactly: the publish's put of its catalog version is held at a gate while
+    //! another writer commits, then released.
+
+    use super::*;
+    use lake::datafusion::object_store::memory::InMemory;
+    use lake::faults::{Fault, FaultyStore, Gate, Op};
+
+    fn open_store(store: &FaultyStore) -> Catalog {
+        Catalog::open_store(
+            Arc::new(store.clone()),
+            "memory:///catalog",
+            "memory:///warehouse",
+        )
+    }
+
+    /// A lake with one publish done (so the log exists), a new run on `audit`, and its grade.
+    async fn prepared(store: &FaultyStore) -> (Catalog, Grade) {
+        let c = open_store(store);
+        setup(&c).await;
+        shack::publish(&c, &passing(&c, utc(16, 23, 59)).await, 1)
+            .await
+            .expect("publish 1");
+        write_run(&c, &[4, 5]).await;
+        let grade = passing(&c, utc(17, 12, 0)).await;
+        (c, grade)
+    }
+
+    /// Hold the next catalog-version put at the returned gate.
+    async fn hold_next_version(store: &FaultyStore, c: &Catalog) -> Gate {
+        let next = c.latest_version_number().await.expect("head") + 1;
+        let gate = Gate::new();
+        store.inject(
+            Op::Put,
+            &format!("catalog/versions/v{next:020}.json"),
+            Fault::Pause(gate.clone()),
+            1,
+        );
+        gate
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_publish_that_loses_its_version_to_an_audit_write_is_restaged() {
+        let store = FaultyStore::new(Arc::new(InMemory::new()));
+        let (c, grade) = prepared(&store).await;
+        let other = open_store(&store);
+        let base = c.latest_version_number().await.expect("head");
+        let gate = hold_next_version(&store, &c).await;
+        let publisher = {
+            let (c, grade) = (c.clone(), grade.clone());
+            tokio::spawn(async move { shack::publish(&c, &grade, 2).await })
+        };
+        gate.reached().await;
+        let late = other
+            .append("bronze.sap", "audit", &[rows(&[99])], BTreeMap::new())
+            .await
+            .expect("audit write");
+        assert_eq!(late.version, base + 1);
+        gate.release();
+        let out = publisher.await.expect("task").expect("publish restaged");
+        assert!(out.published());
+        assert_eq!(
+            out.record.base_version,
+            base + 1,
+            "restaged on the new head"
+        );
+        assert_eq!(out.version, base + 2);
+        assert_eq!(
+            publish::publish_version(&c, &out.record)
+                .await
+                .expect("version"),
+            Some(out.version)
+        );
+        for (t, s) in grade.snapshots() {
+            let table = c.table(t).await.expect("table");
+            assert_eq!(table.head("main"), Some(*s), "{t}");
+            assert_eq!(table.head("publish-2"), Some(*s), "{t}");
+        }
+        let sap = c.table("bronze.sap").await.expect("table");
+        assert_eq!(sap.head("audit"), Some(late.snapshot_id));
+        assert_eq!(
+            count(&c, "bronze.sap", &At::Main).await,
+            5,
+            "the late row waits"
+        );
+        assert_eq!(
+            shack::publishes(&c)
+                .await
+                .expect("log")
+                .iter()
+                .map(|r| r.seq)
+                .collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_publish_that_loses_its_version_to_another_publish_is_refused() {
+        let store = FaultyStore::new(Arc::new(InMemory::new()));
+        let (c, grade) = prepared(&store).await;
+        let other = open_store(&store);
+        write_run(&other, &[6]).await;
+        let other_grade = passing(&other, utc(17, 12, 0)).await;
+        let gate = hold_next_version(&store, &c).await;
+        let publisher = {
+            let (c, grade) = (c.clone(), grade.clone());
+            tokio::spawn(async move { shack::publish(&c, &grade, 2).await })
+        };
+        gate.reached().await;
+        let won = shack::publish(&other, &other_grade, 3)
+            .await
+            .expect("the other publish");
+        gate.release();
+        let err = publisher
+            .await
+            .expect("task")
+            .expect_err("refused after losing to a publish");
+        assert!(matches!(err, ShackError::PublishConflict { .. }), "{err}");
+        assert!(err.to_string().contains("another run published"), "{err}");
+        for (t, s) in other_grade.snapshots() {
+            let table = c.table(t).await.expect("table");
+            assert_eq!(table.head("main"), Some(*s), "{t}: the winner's snapshot");
+            assert_eq!(count(&c, t, &At::Main).await, 6);
+        }
+        let log = shack::publishes(&c).await.expect("log");
+        assert_eq!(log.len(), 2);
+        assert_eq!(log[1], won.record);
+    }
+}
