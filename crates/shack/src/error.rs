@@ -93,6 +93,10 @@ pub enum ShackError {
     /// after this run's grading started: nothing of this publish was committed; grade again.
     #[error("publish refused, nothing was committed: {detail}")]
     PublishConflict { detail: String },
+
+    /// A silver table the finish reads does not exist yet (or has no snapshot on the branch).
+    #[error("{table} does not exist: boil bronze before finishing")]
+    NoSilver { table: String },
 }
 
 impl ShackError {

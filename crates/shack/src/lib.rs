@@ -37,6 +37,7 @@
 pub mod bronze;
 pub mod config;
 mod error;
+pub mod gold;
 pub mod grade;
 mod lines;
 pub mod publish;
@@ -45,6 +46,7 @@ mod tap;
 
 pub use config::Settings;
 pub use error::{Result, ShackError};
+pub use gold::{FinishOptions, FinishReport, finish};
 pub use grade::{Audit, AuditResult, Grade, GradeContext, Verdict, grade};
 pub use publish::{PublishOutcome, PublishRecord, last_published, publish, publish_at_or_before, publishes};
 pub use silver::{BoilOptions, BoilReport, boil};
