@@ -136,6 +136,29 @@ impl GradeContext {
         self.snapshots.get(name).map(|s| At::Snapshot(*s))
     }
 
+    /// The rows the `audit` branch of `name` added since the last publish, through the graded
+    /// snapshot (everything through it when nothing was published yet): an incremental read by
+    /// snapshot ids, each part with the snapshot (the batch) that added it. Every snapshot in
+    /// between must be an append (bronze's are).
+    pub async fn since_last_publish(
+        &self,
+        catalog: &Catalog,
+        name: &str,
+    ) -> Result<lake::Incremental> {
+        let Some(graded) = self.snapshots.get(name).copied() else {
+            return Ok(lake::Incremental {
+                after: None,
+                through: None,
+                parts: Vec::new(),
+            });
+        };
+        let table = self.table(catalog, name).await?;
+        table
+            .read_incremental(AUDIT_BRANCH, self.previous_snapshot(name), Some(graded))
+            .await
+            .map_err(|e| ShackError::lake(name, e))
+    }
+
     /// The snapshot of `name` the last publish reached (where "since the last publish" starts).
     pub fn previous_snapshot(&self, name: &str) -> Option<i64> {
         self.previous

@@ -317,6 +317,24 @@ async fn a_passing_grade_moves_every_main_in_one_catalog_version_and_tags_them()
     let as_of2 = utc(17, 12, 0);
     let grade2 = passing(&catalog, as_of2).await;
     assert_eq!(grade2.context.previous.as_ref(), Some(r));
+    // What arrived since the last publish, by snapshot id: only the second run's rows.
+    let since = grade2
+        .context
+        .since_last_publish(&catalog, "bronze.sap")
+        .await
+        .expect("incremental");
+    assert_eq!(since.num_rows(), 2);
+    assert_eq!(since.after, grade.snapshots().get("bronze.sap").copied());
+    let since_start = grade
+        .context
+        .since_last_publish(&catalog, "bronze.sap")
+        .await
+        .expect("incremental");
+    assert_eq!(
+        since_start.num_rows(),
+        3,
+        "nothing published before: everything"
+    );
     let out2 = shack::publish(&catalog, &grade2, 2_000)
         .await
         .expect("publish 2");
