@@ -48,7 +48,9 @@ pub use config::Settings;
 pub use error::{Result, ShackError};
 pub use gold::{FinishOptions, FinishReport, finish};
 pub use grade::{Audit, AuditResult, Grade, GradeContext, Verdict, grade};
-pub use publish::{PublishOutcome, PublishRecord, last_published, publish, publish_at_or_before, publishes};
+pub use publish::{
+    PublishOutcome, PublishRecord, last_published, publish, publish_at_or_before, publishes,
+};
 pub use silver::{BoilOptions, BoilReport, boil};
 pub use sugarbush::{NoProgress, Progress, Source};
 pub use tap::{BatchReport, DuplicateReport, TapOptions, TapReport, tap, thousands};
