@@ -109,6 +109,9 @@ impl ShackError {
 
     /// True when running the same command again is the remedy (a concurrent writer won).
     pub fn is_conflict(&self) -> bool {
-        matches!(self, ShackError::Conflict { .. })
+        matches!(
+            self,
+            ShackError::Conflict { .. } | ShackError::PublishConflict { .. }
+        )
     }
 }
