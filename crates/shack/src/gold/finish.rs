@@ -244,8 +244,10 @@ async fn touched_dates(
     }
     let mut dates = BTreeSet::new();
     let mut by: BTreeMap<String, u64> = BTreeMap::new();
-    let mut note = |dates: &mut BTreeSet<i32>, why: &str, d: i32| {
-        if dates.insert(d) {
+    let mut seen: BTreeSet<(&str, i32)> = BTreeSet::new();
+    let mut note = |dates: &mut BTreeSet<i32>, why: &'static str, d: i32| {
+        dates.insert(d);
+        if seen.insert((why, d)) {
             *by.entry(why.to_string()).or_default() += 1;
         }
     };

@@ -167,7 +167,8 @@ pub struct FinishReport {
     pub silver: BTreeMap<String, i64>,
     /// Order dates of `gold.mart_order_revenue` rebuilt (every date on a replay).
     pub dates_rebuilt: Vec<NaiveDate>,
-    /// Why each date was rebuilt, counted: `payments`, `orders`, `fx_rates`.
+    /// How many order dates each input touched (`payments`, `orders`, `fx_rates`; a date
+    /// two inputs touched counts in both).
     pub touched_by: BTreeMap<String, u64>,
     /// USD events with no rate on or before their day (the FX-coverage audit's concern).
     pub usd_events_without_rate: u64,
