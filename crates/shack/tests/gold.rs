@@ -131,9 +131,9 @@ async fn a_season_finished_reconciles_to_the_cent() {
     .collect();
     assert!(days.len() > 100, "settlement lines: {}", days.len());
     let mut august: BTreeMap<String, [i64; 3]> = BTreeMap::new();
-    for i in 0..days.len() {
+    for (i, day) in days.iter().enumerate() {
         let (d, cur) = (
-            days[i].clone().expect("day"),
+            day.clone().expect("day"),
             curs[i].clone().expect("currency"),
         );
         assert_eq!(
@@ -192,8 +192,8 @@ async fn a_season_finished_reconciles_to_the_cent() {
         int_column(&fct, "amount_cad_minor"),
     );
     let mut weekend = 0;
-    for i in 0..pd.len() {
-        let day = date(pd[i].as_deref().expect("processor date"));
+    for (i, processor_day) in pd.iter().enumerate() {
+        let day = date(processor_day.as_deref().expect("processor date"));
         let rate_day = date(rd[i].as_deref().expect("every USD event has a rate"));
         let want = truth.rate_for(day).expect("truth has a rate");
         assert_eq!((rate_day, micros[i]), (want.rate_date, want.rate_micros));
@@ -224,14 +224,14 @@ async fn a_season_finished_reconciles_to_the_cent() {
     let amounts = int_column(&events, "amount_minor");
     // order → (date, region, captured minor, refunded minor, net CAD at the order date's rate)
     let mut orders: HashMap<String, (String, String, i64, i64, i64)> = HashMap::new();
-    for i in 0..oid.len() {
+    for (i, id) in oid.iter().enumerate() {
         let d = od[i].clone().expect("date");
         let rate = if cur[i].as_deref() == Some("usd") {
             truth.rate_for(date(&d)).expect("rate").rate_micros
         } else {
             1_000_000
         };
-        let o = orders.entry(oid[i].clone().expect("id")).or_insert((
+        let o = orders.entry(id.clone().expect("id")).or_insert((
             d,
             region[i].clone().expect("region"),
             0,
@@ -268,10 +268,10 @@ async fn a_season_finished_reconciles_to_the_cent() {
         int_column(&mart, "refunds_cad_minor"),
     );
     let mut got: BTreeMap<(String, String), i64> = BTreeMap::new();
-    for i in 0..md.len() {
+    for (i, d) in md.iter().enumerate() {
         assert_eq!(mn[i], mg[i] - mf[i]);
         got.insert(
-            (md[i].clone().expect("date"), mr[i].clone().expect("region")),
+            (d.clone().expect("date"), mr[i].clone().expect("region")),
             mn[i],
         );
     }
@@ -504,4 +504,37 @@ async fn a_silver_replay_makes_the_finish_rebuild_every_date() {
     for t in gold::TABLES {
         assert_eq!(table_rows(&lake, t).await, before[t], "{t}: row for row");
     }
+}
+
+/// Two finishes at once: at most one commits per gold table state; a loser is a conflict with
+/// nothing committed, never a mix (every gold table's head is one finish's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_finishes_at_once_never_mix() {
+    let season = season();
+    let lake = Lake::new();
+    let through = utc(2026, 8, 11, 12, 0, 0);
+    lake.tap(&season, through).await;
+    boil(&lake).await;
+    let options = FinishOptions::with_settings(through, &shack::Settings::default());
+    let (a, b) = tokio::join!(
+        shack::finish(&lake.catalog, &options, &shack::NoProgress),
+        shack::finish(&lake.catalog, &options, &shack::NoProgress)
+    );
+    let mut committed = Vec::new();
+    for r in [a, b] {
+        match r {
+            Ok(r) => committed.push(r.finish_id),
+            Err(e) => assert!(e.is_conflict(), "a loser is a conflict: {e}"),
+        }
+    }
+    assert!(!committed.is_empty(), "one of them commits");
+    let mut heads = std::collections::BTreeSet::new();
+    for t in gold::TABLES {
+        let table = lake.catalog.table(t).await.expect("table");
+        let head = table.head(bronze::AUDIT_BRANCH).expect("audit head");
+        let summary = table.snapshot(head).expect("snapshot").summary;
+        heads.insert(summary[gold::props::FINISH_ID].clone());
+    }
+    assert_eq!(heads.len(), 1, "every gold table's head is one finish's");
+    assert!(committed.contains(heads.iter().next().expect("one")));
 }

@@ -134,6 +134,14 @@ impl FinishOptions {
             business_time_zone: crate::config::Settings::default().business_time_zone,
         }
     }
+
+    /// As [`FinishOptions::new`], in the business time zone of `settings`.
+    pub fn with_settings(through: DateTime<Utc>, settings: &crate::config::Settings) -> Self {
+        FinishOptions {
+            business_time_zone: settings.business_time_zone.clone(),
+            ..FinishOptions::new(through)
+        }
+    }
 }
 
 /// A gold table this run committed a snapshot to.
