@@ -41,7 +41,10 @@ use crate::output::Format;
     about = "A local-first Iceberg lakehouse: tap, boil, grade, publish"
 )]
 struct Cli {
-    /// The catalog root (a folder; the log of catalog versions lands here).
+    /// The catalog root, where the log of catalog versions lands: a folder (relative to the
+    /// working directory), or `s3://bucket/prefix` (endpoint and credentials from the AWS
+    /// environment: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
+    /// AWS_ALLOW_HTTP). Any other `scheme://` is refused, never taken as a folder.
     #[arg(
         long,
         global = true,
@@ -49,7 +52,9 @@ struct Cli {
         default_value = "catalog"
     )]
     catalog: PathBuf,
-    /// The warehouse root (landing/, truth/ and one folder per table).
+    /// The warehouse root (landing/, truth/ and one folder per table): a folder, or
+    /// `s3://bucket/prefix` for the tables (as for --catalog); `sugarbush` and `tap` need the
+    /// landing zone in a local folder.
     #[arg(
         long,
         global = true,
@@ -223,14 +228,56 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs(secs))
 }
 
+/// Open the lake: local folders as before, or `s3://` URLs (either root, or both). A root that
+/// looks like any other `scheme://…` is refused rather than taken as a local folder.
 fn open(cli: &Cli) -> anyhow::Result<Catalog> {
-    Catalog::open_local(&cli.catalog, &cli.warehouse).with_context(|| {
+    /// `Some(url)` for an `s3://`/`s3a://`/`file://` root, `None` for a path.
+    fn url_of(root: &std::path::Path) -> anyhow::Result<Option<String>> {
+        let Some((scheme, _)) = root.to_str().and_then(|s| s.split_once("://")) else {
+            return Ok(None);
+        };
+        let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+        match scheme {
+            "s3" | "s3a" | "file" => Ok(Some(root.display().to_string())),
+            _ if is_scheme => anyhow::bail!(
+                "{}: this build reaches s3:// URLs (and local folders) only, not {scheme}://",
+                root.display()
+            ),
+            _ => Ok(None),
+        }
+    }
+    let context = || {
         format!(
             "opening the lake at {} and {}",
             cli.catalog.display(),
             cli.warehouse.display()
         )
-    })
+    };
+    let (catalog, warehouse) = (url_of(&cli.catalog)?, url_of(&cli.warehouse)?);
+    if catalog.is_none() && warehouse.is_none() {
+        return Catalog::open_local(&cli.catalog, &cli.warehouse).with_context(context);
+    }
+    if let (Some(w), Command::Tap { .. }) = (&warehouse, &cli.command) {
+        anyhow::bail!(
+            "tap reads the landing zone from a local folder (<warehouse>/landing), and --warehouse is {w}: keep the warehouse local for tap"
+        );
+    }
+    let local = |dir: &std::path::Path| -> anyhow::Result<String> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(lake::local_dir_location(dir)?)
+    };
+    let catalog = match catalog {
+        Some(url) => url,
+        None => local(&cli.catalog)?,
+    };
+    let warehouse = match warehouse {
+        Some(url) => url,
+        None => local(&cli.warehouse)?,
+    };
+    Catalog::open_url(&catalog, &warehouse).with_context(context)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

@@ -195,6 +195,13 @@ pub enum LakeError {
     )]
     UnreadableReach { count: usize, first: String },
 
+    /// The store cannot write an object only if it is absent (S3 `If-None-Match: *`), so two
+    /// writers could both win one catalog version: the lake refuses to write there.
+    #[error(
+        "the store at {location} cannot create objects only if absent ({detail}); the catalog needs that to keep two writers from both committing"
+    )]
+    NoCreateIfAbsent { location: String, detail: String },
+
     /// A failure injected on purpose by a test or a crash drill.
     #[error("injected failure at {0}")]
     Injected(&'static str),

@@ -34,6 +34,7 @@ mod log;
 mod maintenance;
 mod merge;
 mod read;
+pub mod s3;
 mod sql;
 mod storage;
 mod table;
@@ -53,7 +54,7 @@ pub use maintenance::{ExpireOptions, FileKind, OrphanReport, WATERMARK_PREFIX, w
 pub use merge::{MatchCondition, MatchTest, MatchedAction, Merge, MergeReport, StagedMerge};
 pub use read::{AddedBy, Incremental};
 pub use sql::{SqlContext, register_table};
-pub use storage::Stores;
+pub use storage::{Stores, local_dir_location};
 pub use table::{At, RefInfo, RefOp, SnapshotInfo, Table};
 pub use types::{Committed, TableChange, TableName};
 pub use verify::{VerifyProblem, VerifyReport};

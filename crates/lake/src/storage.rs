@@ -64,6 +64,9 @@ impl Stores {
                 Arc::new(object_store::local::LocalFileSystem::new()),
                 path.clone(),
             )
+        } else if matches!(url.scheme(), "s3" | "s3a") {
+            // One store per bucket, from the AWS environment, checked for create-if-absent.
+            (crate::s3::S3Config::new().build(location)?, path.clone())
         } else {
             let (store, p) = object_store::parse_url(&url).map_err(|e| LakeError::Location {
                 location: location.to_string(),
@@ -98,6 +101,26 @@ pub fn parse_location(location: &str) -> Result<Url> {
         location: location.to_string(),
         detail: e.to_string(),
     })
+}
+
+/// The `file://` location of a local folder (a relative path is taken from the working
+/// directory), as [`crate::Catalog::open_local`] names it: for mixing a local folder with a URL
+/// in [`crate::Catalog::open_url`].
+pub fn local_dir_location(dir: &std::path::Path) -> Result<String> {
+    let bad = |detail: String| LakeError::Location {
+        location: dir.display().to_string(),
+        detail,
+    };
+    let abs = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| bad(e.to_string()))?
+            .join(dir)
+    };
+    let url =
+        Url::from_directory_path(&abs).map_err(|_| bad("not a usable directory path".into()))?;
+    Ok(url.as_str().trim_end_matches('/').to_string())
 }
 
 /// Join a relative path onto a directory URL, keeping exactly one `/` between them.
@@ -157,6 +180,13 @@ pub(crate) async fn try_put_if_absent(
         match store.put_opts(&path, PutPayload::from(bytes), opts).await {
             Ok(_) => PutIfAbsent::Written,
             Err(object_store::Error::AlreadyExists { .. }) => PutIfAbsent::Exists,
+            // Refused before anything was sent: nothing landed, and nothing ever will.
+            Err(e @ object_store::Error::NotImplemented { .. }) => {
+                return Err(LakeError::NoCreateIfAbsent {
+                    location: location.to_string(),
+                    detail: e.to_string(),
+                });
+            }
             Err(e) => PutIfAbsent::Failed(e),
         },
     )
@@ -423,5 +453,20 @@ mod tests {
             read_optional(&stores, "memory:///x/y").await.unwrap(),
             Some(Bytes::from("1"))
         );
+    }
+
+    #[test]
+    fn an_s3_url_resolves_to_one_checked_s3_store_per_bucket() {
+        let stores = Stores::new();
+        let (a, pa) = stores.resolve("s3://lake/catalog/versions/v1").unwrap();
+        let (b, pb) = stores.resolve("s3://lake/warehouse/t/x.parquet").unwrap();
+        let (c, _) = stores.resolve("s3://other/x").unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "one store per bucket, reused");
+        assert!(!Arc::ptr_eq(&a, &c), "another bucket, another store");
+        assert_eq!(pa.as_ref(), "catalog/versions/v1");
+        assert_eq!(pb.as_ref(), "warehouse/t/x.parquet");
+        assert!(a.to_string().starts_with("s3://lake"), "{a}");
+        // Never a local path.
+        assert!(!a.to_string().contains("LocalFileSystem"), "{a}");
     }
 }
