@@ -188,7 +188,7 @@ pub(crate) fn inside_warehouse(warehouse: &str, location: &str) -> Answer<String
     }
     let root = warehouse.trim_end_matches('/');
     match loc.strip_prefix(root) {
-        Some(rest) if rest.starts_with('/') && rest.trim_matches('/').len() > 0 => Ok(loc),
+        Some(rest) if rest.starts_with('/') && !rest.trim_matches('/').is_empty() => Ok(loc),
         _ => refuse("is outside the warehouse"),
     }
 }

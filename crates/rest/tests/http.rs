@@ -74,6 +74,16 @@ impl Server {
     }
 }
 
+/// What, method, path, body, the status and the error type it must get.
+type BadCase = (
+    &'static str,
+    Method,
+    &'static str,
+    Vec<u8>,
+    StatusCode,
+    &'static str,
+);
+
 fn error_type(v: &Value) -> &str {
     v["error"]["type"].as_str().unwrap_or("<not an ErrorModel>")
 }
@@ -398,7 +408,7 @@ async fn bad_input_is_refused_and_the_lake_is_unchanged() {
     let before = s.version().await;
     let tpath = "/v1/namespaces/ns/tables/t";
 
-    let bad: Vec<(&str, Method, &str, Vec<u8>, StatusCode, &str)> = vec![
+    let bad: Vec<BadCase> = vec![
         ("malformed JSON", Method::POST, "/v1/namespaces", b"{\"namespace\": [".to_vec(), StatusCode::BAD_REQUEST, "BadRequestException"),
         ("wrong shape", Method::POST, "/v1/namespaces", b"{\"namespace\": 7}".to_vec(), StatusCode::BAD_REQUEST, "BadRequestException"),
         (
