@@ -209,6 +209,9 @@ pub async fn finish(
     })
 }
 
+/// Order dates touched, and how many each input touched.
+type Touched = (BTreeSet<i32>, BTreeMap<String, u64>);
+
 /// The order dates touched since `gold.mart_order_revenue`'s watermarks, with how many each
 /// input touched; `Err(why)` when they cannot be walked on from (every date is rebuilt then).
 #[allow(clippy::too_many_arguments)]
@@ -221,7 +224,7 @@ async fn touched_dates(
     rates: &Rates,
     facts: &[super::Fact],
     tz: &Tz,
-) -> std::result::Result<(BTreeSet<i32>, BTreeMap<String, u64>), String> {
+) -> std::result::Result<Touched, String> {
     let Some(head) = mart.head(branch) else {
         return Err(format!("{MART_ORDER_REVENUE} has no {branch} snapshot yet"));
     };

@@ -519,7 +519,9 @@ pub fn order_revenue(
     rates: &Rates,
     dates: Option<&BTreeSet<i32>>,
 ) -> Vec<RevenueRow> {
-    let mut out: BTreeMap<(i32, &str), (RevenueRow, BTreeSet<&str>)> = BTreeMap::new();
+    /// A group's row and the orders with a capture in it.
+    type Group<'a> = (RevenueRow, BTreeSet<&'a str>);
+    let mut out: BTreeMap<(i32, &str), Group> = BTreeMap::new();
     for f in facts {
         let (Some(day), Some(region)) = (f.order_date, f.ship_region.as_deref()) else {
             continue;
