@@ -308,6 +308,34 @@ impl Table {
         false
     }
 
+    /// Stage new metadata for this table, built by the caller from this handle's metadata (a
+    /// REST commit's updates applied with iceberg's own builders, say), as a change for
+    /// [`Catalog::commit`]. Like every change it lands only while the table is still at the
+    /// metadata this handle read: a writer that moved it first makes the commit a
+    /// [`LakeError::Conflict`]. The metadata must keep the table's location and uuid.
+    pub fn stage_metadata(&self, metadata: TableMetadata) -> Result<TableChange> {
+        let current = self.metadata();
+        if metadata.uuid() != current.uuid() || metadata.location() != current.location() {
+            return Err(LakeError::Other(format!(
+                "new metadata for {} must keep its uuid {} and location {}",
+                self.name,
+                current.uuid(),
+                current.location()
+            )));
+        }
+        let snapshot_id = metadata
+            .current_snapshot_id()
+            .filter(|id| current.snapshot_by_id(*id).is_none());
+        Ok(TableChange {
+            table: self.name.clone(),
+            base: Some(self.metadata_location().to_string()),
+            kind: ChangeKind::Update(Box::new(metadata)),
+            snapshot_id,
+            added_files: Vec::new(),
+            refs: None,
+        })
+    }
+
     /// Stage ref changes (branch, tag, fast-forward, reset, remove) without committing.
     pub fn stage_refs(&self, ops: &[RefOp]) -> Result<TableChange> {
         self.check_writable()?;

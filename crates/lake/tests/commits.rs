@@ -482,3 +482,65 @@ async fn expiring_catalog_versions_lets_orphan_removal_free_what_expired_snapsho
     assert_eq!(removed, vec![head]);
     assert_eq!(c.log().await.unwrap().len(), 1);
 }
+
+/// Metadata built elsewhere (a REST commit's updates applied with iceberg's builders) commits
+/// through the same compare-and-swap as every other change: it lands on the metadata it was
+/// built from, and a writer that moved the table first makes it a typed conflict.
+#[tokio::test]
+async fn metadata_built_by_the_caller_commits_by_compare_and_swap() {
+    let lake = Catalog::in_memory();
+    lake.create_table("t.x", &schema(), &[]).await.unwrap();
+    let t = lake.table("t.x").await.unwrap();
+    let with_property = |t: &lake::Table| {
+        t.metadata()
+            .clone()
+            .into_builder(Some(t.metadata_location().to_string()))
+            .set_properties(std::collections::HashMap::from([(
+                "owner".to_string(),
+                "sugarshack".to_string(),
+            )]))
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata
+    };
+    let change = t.stage_metadata(with_property(&t)).unwrap();
+    lake.commit(vec![change], "update-table", "set owner", BTreeMap::new())
+        .await
+        .unwrap();
+    let after = lake.table("t.x").await.unwrap();
+    assert_eq!(
+        after
+            .metadata()
+            .properties()
+            .get("owner")
+            .map(String::as_str),
+        Some("sugarshack")
+    );
+
+    // Built from a handle another writer has since moved past: a conflict, nothing lands.
+    let stale = lake.table("t.x").await.unwrap();
+    lake.append("t.x", "main", &[batch(0..3, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let change = stale.stage_metadata(with_property(&stale)).unwrap();
+    let err = lake
+        .commit(vec![change], "update-table", "late", BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LakeError::Conflict { .. }), "{err}");
+    assert_eq!(
+        ids(&lake
+            .table("t.x")
+            .await
+            .unwrap()
+            .scan(&At::Main)
+            .await
+            .unwrap()),
+        vec![0, 1, 2]
+    );
+
+    // Metadata of another table is refused.
+    let other = lake.create_table("t.y", &schema(), &[]).await.unwrap();
+    assert!(after.stage_metadata(other.metadata().clone()).is_err());
+}
