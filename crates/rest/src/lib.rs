@@ -13,10 +13,10 @@
 //! responses use iceberg-rust's own serde types (`TableMetadata`, `TableRequirement`,
 //! `TableUpdate`, `Schema`, …); only the few envelope structs are defined here.
 //!
-//! Not served yet: table commits (`POST …/tables/{table}`) and `POST /v1/transactions/commit`
-//! check their requirements and apply their updates with iceberg's builders, then answer 501:
-//! `lake` has no public way to stage a table's new metadata as a `TableChange` (see
-//! [`routes`]).
+//! Table commits (`POST …/tables/{table}`) check their requirements against the table's current
+//! metadata, apply their updates with iceberg's builders and commit through the file catalog's
+//! compare-and-swap (409 when another writer got there first: the client retries);
+//! `POST /v1/transactions/commit` does that for several tables as one catalog version.
 
 mod error;
 mod model;

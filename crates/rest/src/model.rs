@@ -98,6 +98,13 @@ pub struct CommitTableRequest {
     pub updates: Vec<TableUpdate>,
 }
 
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CommitTableResponse {
+    pub metadata_location: String,
+    pub metadata: TableMetadata,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct CommitTransactionRequest {

@@ -3,14 +3,12 @@
 //! Namespaces are one level deep, as the file catalog's are: a multi-level namespace (parts
 //! joined by `%1F` in a path) is refused with 400.
 //!
-//! Table commits and multi-table transactions are validated here — body parsed into iceberg's
-//! `TableRequirement`/`TableUpdate`, requirements checked against the table's current metadata
-//! (409 on failure), updates applied with iceberg's `TableMetadataBuilder` (400 when they do not
-//! apply), new locations kept in the warehouse — and then refused with 501: committing the new
-//! metadata through the file catalog's compare-and-swap needs a `lake::TableChange` holding it,
-//! and lake builds those only inside its own crate (its fields and `ChangeKind` are
-//! `pub(crate)`; iceberg's `TableCommit`, which lake's `iceberg::Catalog::update_table` takes, can
-//! only be built inside iceberg).
+//! A table commit is the body parsed into iceberg's `TableRequirement`/`TableUpdate`, the
+//! requirements checked against the table's current metadata (409 on failure), the updates
+//! applied with iceberg's `TableMetadataBuilder` (400 when they do not apply), new locations kept
+//! in the warehouse, and the new metadata staged with `lake::Table::stage_metadata` and committed
+//! by the file catalog: it lands only if the table has not moved since it was read (409 else).
+//! A transaction stages every table's change and commits them as one catalog version.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -221,6 +219,8 @@ async fn config() -> Response {
             "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
             "POST /v1/{prefix}/namespaces/{namespace}/register",
             "POST /v1/{prefix}/tables/rename",
+            "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+            "POST /v1/{prefix}/transactions/commit",
         ],
     })
 }
@@ -492,18 +492,21 @@ async fn register_table(
 
 /// A table's commit, validated and applied to its current metadata; not yet committed.
 struct Prepared {
-    #[allow(dead_code)]
-    name: TableName,
-    /// The metadata location the commit was checked against.
-    #[allow(dead_code)]
-    base: String,
-    #[allow(dead_code)]
+    /// The table as the commit was checked against: the commit lands only while the table is
+    /// still there (the file catalog's compare-and-swap).
+    base: lake::Table,
     metadata: TableMetadata,
+}
+
+impl Prepared {
+    fn stage(self) -> lake::Result<lake::TableChange> {
+        self.base.stage_metadata(self.metadata)
+    }
 }
 
 /// Check `req`'s requirements against the table's current metadata (409 when one fails) and
 /// apply its updates with iceberg's builder (400 when they do not apply).
-async fn prepare(state: &AppState, name: TableName, req: CommitTableRequest) -> Answer<Prepared> {
+async fn prepare(state: &AppState, name: &TableName, req: CommitTableRequest) -> Answer<Prepared> {
     let t = state.catalog.table(&name.to_string()).await?;
     for r in &req.requirements {
         r.check(Some(t.metadata()))
@@ -524,20 +527,7 @@ async fn prepare(state: &AppState, name: TableName, req: CommitTableRequest) -> 
         .build()
         .map_err(|e| RestError::from_commit(&e))?
         .metadata;
-    Ok(Prepared {
-        name,
-        base: t.metadata_location().to_string(),
-        metadata,
-    })
-}
-
-fn not_committable() -> RestError {
-    RestError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "NotImplementedException",
-        "table commits are not served yet: the file catalog (crate lake) has no public way to \
-         stage new table metadata for its compare-and-swap commit",
-    )
+    Ok(Prepared { base: t, metadata })
 }
 
 async fn commit_table(
@@ -554,10 +544,33 @@ async fn commit_table(
             "the body's identifier does not name table {name}"
         )));
     }
-    let _prepared = prepare(&state, name, req).await?;
-    Err(not_committable())
+    let prepared = prepare(&state, &name, req).await?;
+    let key = name.to_string();
+    let committed = state
+        .catalog
+        .commit(
+            vec![prepared.stage()?],
+            "rest-commit",
+            &format!("REST commit to {key}"),
+            BTreeMap::new(),
+        )
+        .await?;
+    let t = match state.catalog.table_after(&committed, &key)? {
+        Some(t) => t,
+        None => {
+            state
+                .catalog
+                .table_at_version(&key, committed.version)
+                .await?
+        }
+    };
+    Ok(json(CommitTableResponse {
+        metadata_location: t.metadata_location().to_string(),
+        metadata: t.metadata().clone(),
+    }))
 }
 
+/// Several tables' commits as one catalog version: all land or none does.
 async fn commit_transaction(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<CommitTransactionRequest>,
@@ -579,11 +592,21 @@ async fn commit_transaction(
         }
         named.push((name, change));
     }
-    let mut prepared = Vec::new();
+    let mut changes = Vec::new();
     for (name, change) in named {
-        prepared.push(prepare(&state, name, change).await?);
+        changes.push(prepare(&state, &name, change).await?.stage()?);
     }
-    Err(not_committable())
+    let tables: Vec<String> = seen.into_iter().collect();
+    state
+        .catalog
+        .commit(
+            changes,
+            "rest-transaction",
+            &format!("REST transaction on {}", tables.join(", ")),
+            BTreeMap::new(),
+        )
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! pyiceberg's RestCatalog (a client nobody here wrote) against the server: list, load, and
-//! scan at `main` and at a branch, through a bearer token.
+//! scan at `main` and at a branch, through a bearer token;
+//! an append to the `audit` branch through REST, which lake then reads there (and not on `main`).
 //!
 //! Needs python with pyiceberg 0.12 and pyarrow: env SUGARSHACK_PYTHON, default
 //! `$HOME/.cache/sugarshack/venv/bin/python`. Fails loudly when it is missing.
@@ -46,6 +47,11 @@ audit = t.metadata.refs["audit"].snapshot_id
 out["audit_rows"] = sorted(t.scan(snapshot_id=audit).to_arrow().column("id").to_pylist())
 out["exists"] = cat.table_exists("bronze.events")
 out["missing"] = cat.table_exists("bronze.nothing")
+import pyarrow as pa
+rows = pa.table({"id": pa.array([10, 11], pa.int64()), "name": pa.array(["x", "y"])},
+                schema=t.schema().as_arrow())
+t.append(rows, branch="audit")
+out["after_append_main"] = sorted(cat.load_table("bronze.events").scan().to_arrow().column("id").to_pylist())
 print(json.dumps(out))
 "#;
 
@@ -133,4 +139,30 @@ async fn pyiceberg_lists_loads_and_scans_main_and_a_branch() {
     assert_eq!(v["audit_rows"], serde_json::json!([1, 2, 3]));
     assert_eq!(v["exists"], serde_json::json!(true));
     assert_eq!(v["missing"], serde_json::json!(false));
+    assert_eq!(v["after_append_main"], serde_json::json!([1, 2]));
+
+    // The append through REST landed on `audit`, seen by lake; `main` did not move.
+    let t = catalog.table("bronze.events").await.expect("table");
+    let ids = |batches: Vec<RecordBatch>| {
+        let mut ids: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .map(|a| a.values().to_vec())
+                    .unwrap_or_default()
+            })
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        ids(t.scan(&lake::At::reference("audit")).await.expect("audit")),
+        vec![1, 2, 3, 10, 11]
+    );
+    assert_eq!(
+        ids(t.scan(&lake::At::Main).await.expect("main")),
+        vec![1, 2]
+    );
 }
