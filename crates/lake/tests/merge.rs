@@ -382,7 +382,13 @@ async fn duplicate_or_null_keys_in_the_input_are_refused() {
         (Merge::new(Vec::<String>::new()), "at least one key"),
     ] {
         let err = c
-            .merge("silver.t", "main", std::slice::from_ref(&null_lsn), &merge, none())
+            .merge(
+                "silver.t",
+                "main",
+                std::slice::from_ref(&null_lsn),
+                &merge,
+                none(),
+            )
             .await
             .unwrap_err();
         assert!(
