@@ -59,6 +59,12 @@ fn landed_lines(dir: &Path, through: &str) -> i64 {
 fn season_tap_query_and_a_crash_drill() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    // A URL never becomes a local folder: sugarbush needs a local landing zone and says so.
+    let refused = sugarshack(d, &["--warehouse", "s3://lake/warehouse", "sugarbush"], &[]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("local folder"));
+    assert!(!d.join("s3:").exists());
+
     let season = ok(d, &["sugarbush"]);
     assert!(season.contains("7 re-sent files"), "{season}");
     // A second generation refuses to overwrite the landing zone.

@@ -228,27 +228,28 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs(secs))
 }
 
+/// `Some(url)` for an `s3://`/`s3a://`/`file://` root, `None` for a path.
+fn url_of(root: &std::path::Path) -> anyhow::Result<Option<String>> {
+    let Some((scheme, _)) = root.to_str().and_then(|s| s.split_once("://")) else {
+        return Ok(None);
+    };
+    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    match scheme {
+        "s3" | "s3a" | "file" => Ok(Some(root.display().to_string())),
+        _ if is_scheme => anyhow::bail!(
+            "{}: this build reaches s3:// URLs (and local folders) only, not {scheme}://",
+            root.display()
+        ),
+        _ => Ok(None),
+    }
+}
+
 /// Open the lake: local folders as before, or `s3://` URLs (either root, or both). A root that
 /// looks like any other `scheme://…` is refused rather than taken as a local folder.
 fn open(cli: &Cli) -> anyhow::Result<Catalog> {
-    /// `Some(url)` for an `s3://`/`s3a://`/`file://` root, `None` for a path.
-    fn url_of(root: &std::path::Path) -> anyhow::Result<Option<String>> {
-        let Some((scheme, _)) = root.to_str().and_then(|s| s.split_once("://")) else {
-            return Ok(None);
-        };
-        let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-            && scheme
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
-        match scheme {
-            "s3" | "s3a" | "file" => Ok(Some(root.display().to_string())),
-            _ if is_scheme => anyhow::bail!(
-                "{}: this build reaches s3:// URLs (and local folders) only, not {scheme}://",
-                root.display()
-            ),
-            _ => Ok(None),
-        }
-    }
     let context = || {
         format!(
             "opening the lake at {} and {}",
@@ -348,6 +349,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             force,
             format,
         } => {
+            if url_of(&cli.warehouse)?.is_some() {
+                anyhow::bail!(
+                    "sugarbush writes the season's landing zone to a local folder; --warehouse {} is a URL",
+                    cli.warehouse.display()
+                );
+            }
             let cfg = sugarbush::SeasonConfig {
                 seed: seed.unwrap_or(sugarbush::DEFAULT_SEED),
                 scale: *scale,
