@@ -39,6 +39,7 @@ pub mod config;
 mod error;
 pub mod gold;
 pub mod grade;
+mod layer;
 mod lines;
 pub mod publish;
 pub mod silver;

@@ -56,7 +56,8 @@ pub async fn finish(
             });
         }
     }
-    let (head, created_tables) = open_gold(catalog).await?;
+    let (head, created_tables) =
+        crate::layer::open_tables(catalog, &TABLES, super::schema, super::partitioning).await?;
     let mut silver: BTreeMap<&str, Table> = BTreeMap::new();
     for name in SILVER {
         silver.insert(name, open(catalog, &head, name).await?);
@@ -342,44 +343,6 @@ async fn scan_at(table: &Table, snapshot: Option<&i64>) -> Result<Vec<RecordBatc
             .await
             .map_err(|e| ShackError::lake(table.name().to_string(), e)),
     }
-}
-
-/// The catalog head with every gold table in it, creating the missing ones in one commit.
-async fn open_gold(catalog: &Catalog) -> Result<(CatalogVersion, Vec<String>)> {
-    let cat = |e| ShackError::lake("the catalog", e);
-    let head = catalog.head().await.map_err(cat)?;
-    let missing: Vec<&str> = TABLES
-        .into_iter()
-        .filter(|t| !head.tables.contains_key(*t))
-        .collect();
-    if missing.is_empty() {
-        return Ok((head, Vec::new()));
-    }
-    let mut changes = Vec::new();
-    for name in &missing {
-        let schema = super::schema(name)?;
-        changes.push(
-            catalog
-                .stage_create_table(name, &schema, &super::partitioning(name))
-                .await
-                .map_err(|e| ShackError::lake(*name, e))?,
-        );
-    }
-    let created = match catalog
-        .commit(
-            changes,
-            "create-table",
-            &format!("create {}", missing.join(", ")),
-            BTreeMap::new(),
-        )
-        .await
-    {
-        Ok(_) => missing.iter().map(|s| s.to_string()).collect(),
-        // Another finish created them first: use its tables.
-        Err(e) if e.is_conflict() => Vec::new(),
-        Err(e) => return Err(cat(e)),
-    };
-    Ok((catalog.head().await.map_err(cat)?, created))
 }
 
 fn table_report(

@@ -59,7 +59,8 @@ pub async fn boil(
             return Err(ShackError::NoBronze { table: name });
         }
     }
-    let (head, created_tables) = open_silver(catalog).await?;
+    let (head, created_tables) =
+        crate::layer::open_tables(catalog, &TABLES, tables::schema, tables::partitioning).await?;
     let mut bronze_tables: BTreeMap<Source, Table> = BTreeMap::new();
     for source in Source::ALL {
         let name = bronze::table_name(source);
@@ -1003,44 +1004,6 @@ fn bronze_rows(
         });
     }
     Ok(())
-}
-
-/// The catalog head with every silver table in it, creating the missing ones in one commit.
-async fn open_silver(catalog: &Catalog) -> Result<(CatalogVersion, Vec<String>)> {
-    let cat = |e| ShackError::lake("the catalog", e);
-    let head = catalog.head().await.map_err(cat)?;
-    let missing: Vec<&str> = TABLES
-        .into_iter()
-        .filter(|t| !head.tables.contains_key(*t))
-        .collect();
-    if missing.is_empty() {
-        return Ok((head, Vec::new()));
-    }
-    let mut changes = Vec::new();
-    for name in &missing {
-        let schema = tables::schema(name)?;
-        changes.push(
-            catalog
-                .stage_create_table(name, &schema, &tables::partitioning(name))
-                .await
-                .map_err(|e| ShackError::lake(*name, e))?,
-        );
-    }
-    let created = match catalog
-        .commit(
-            changes,
-            "create-table",
-            &format!("create {}", missing.join(", ")),
-            BTreeMap::new(),
-        )
-        .await
-    {
-        Ok(_) => missing.iter().map(|s| s.to_string()).collect(),
-        // Another boil created them first: use its tables.
-        Err(e) if e.is_conflict() => Vec::new(),
-        Err(e) => return Err(cat(e)),
-    };
-    Ok((catalog.head().await.map_err(cat)?, created))
 }
 
 #[cfg(test)]
