@@ -30,17 +30,24 @@
 //! |-------------------|-----------------------|----------------------------------------------------------------|
 //! | `file`            | string, required      | the landing file, relative to `landing/`                         |
 //! | `source`          | string, required      | `orders`, `payments`, `fx_rates` or `settlements`                |
-//! | `status`          | string, required      | `tapped` (its lines are in bronze) or `duplicate` (a re-send)   |
+//! | `status`          | string, required      | `tapped` (its lines are in bronze), `duplicate` (a re-send) or `changed` (rewritten in place) |
 //! | `sha256`          | string, required      | the hex sha256 of its bytes: the file's identity                 |
 //! | `bytes`           | long, required        | its size                                                         |
 //! | `lines`           | long, required        | how many lines it holds (for a duplicate: lines not taken again) |
 //! | `arrived_at`      | timestamptz, required | when it arrived (from its name)                                  |
-//! | `original_file`   | string, optional      | for a duplicate, the tapped file with the same bytes             |
-//! | `snapshot_id`     | long, optional        | for a tapped file, the `bronze.<source>` snapshot that holds it  |
+//! | `original_file`   | string, optional      | for a duplicate (or a changed file), the tapped file with the same bytes |
+//! | `snapshot_id`     | long, optional        | for a file whose lines this row took, the `bronze.<source>` snapshot that holds them |
 //! | `sequence_number` | long, optional        | that snapshot's sequence number: the batch                      |
 //! | `tap_id`          | string, required      | the tap run that recorded it                                     |
 //! | `tapped_at`       | timestamptz, required | when that run started                                            |
 //! | `through`         | timestamptz, required | that run's `--through`                                           |
+//!
+//! A file name has more than one row only when the file was rewritten in place after it was
+//! recorded: each later version is a `changed` row with its own `sha256`. Its new lines are in
+//! `bronze.<source>` next to the old ones (the same `_landing_file`, another `_file_sha256`), in
+//! the snapshot the row names; when the new bytes are those of a file already tapped, the row
+//! names that file in `original_file` instead and no lines are taken again. The row with the
+//! latest `tapped_at` says what the file held when the tap last looked.
 
 use std::sync::Arc;
 
@@ -62,6 +69,10 @@ pub const STATUS_TAPPED: &str = "tapped";
 
 /// `status` of a landing file with the same bytes as one already tapped.
 pub const STATUS_DUPLICATE: &str = "duplicate";
+
+/// `status` of a new version of a recorded landing file: the same name, rewritten in place with
+/// other bytes after the tap recorded it.
+pub const STATUS_CHANGED: &str = "changed";
 
 /// Snapshot summary and catalog properties a tap writes.
 pub mod props {

@@ -21,6 +21,15 @@ pub enum ShackError {
         error: sugarbush::SugarbushError,
     },
 
+    /// The landing zone is not there (`missing`) or holds no landing file at all: the warehouse
+    /// is not the one the season was generated into, or nothing was ever generated.
+    #[error(
+        "no landing zone to tap: {} {}; nothing was committed",
+        dir.display(),
+        if *missing { "does not exist or is not a folder" } else { "holds no landing files" }
+    )]
+    NoLandingZone { dir: PathBuf, missing: bool },
+
     /// A landing file could not be read.
     #[error("reading landing file {}{}: {error}; nothing was committed", path.display(), line.map(|l| format!(" at line {l}")).unwrap_or_default())]
     Read {

@@ -1,21 +1,42 @@
 //! The tap: landing files in, bronze out, on the `audit` branch, in one catalog commit.
 //!
 //! A tap
-//! 1. removes orphans: files under the tables that no catalog version names and that are older
+//! 1. lists the landing files of every source that had arrived by `through` (the name says
+//!    when); a warehouse without a `landing/` folder, or whose `landing/` holds no landing file
+//!    at all, is an error ([`ShackError::NoLandingZone`]) naming the folder, before anything is
+//!    touched;
+//! 2. removes orphans: files under the tables that no catalog version names and that are older
 //!    than the grace period (what a crashed run left), and reports how many;
-//! 2. creates the bronze tables on first use (one commit, before any data);
-//! 3. reads `bronze.landing_files` at the branch: the names it has seen and the hashes of the
-//!    files it has tapped;
-//! 4. for every landing file of every source that had arrived by `through` and whose name it has
-//!    not seen: hashes it; the same bytes as a tapped file of that source make it a duplicate
+//! 3. creates the bronze tables on first use (one commit, before any data);
+//! 4. reads `bronze.landing_files` at the branch: what each recorded name held when last looked
+//!    at (hash, size, when) and the hashes of the files whose lines are in bronze;
+//! 5. for every listed file whose name it has not seen, and every recorded one that may have
+//!    been rewritten in place since (see below): hashes it; a recorded file with its recorded
+//!    bytes is left alone; the same bytes as a tapped file of that source make it a duplicate
 //!    (recorded with its original, not read again); otherwise streams its lines into Arrow
 //!    batches of bounded size and writes them as data files as it goes;
-//! 5. stages one snapshot per source that has new files, then one of `bronze.landing_files`
+//! 6. stages one snapshot per source that has new files, then one of `bronze.landing_files`
 //!    naming each file with the snapshot that holds it, and commits them all as one catalog
 //!    version. Before that commit no reader can see any of it; after it, all of it.
 //!
 //! Nothing new means nothing written and nothing committed: the same `through` twice leaves the
 //! catalog, the tables and the files on disk exactly as they were.
+//!
+//! ## A landing file rewritten in place
+//! Landing files are meant to be written once. One that is rewritten after the tap recorded it
+//! (same name, other bytes) is never skipped silently and never lost: its new bytes are a new
+//! version, recorded as `changed` in `bronze.landing_files` and tapped into `bronze.<source>`
+//! next to the old lines (same `_landing_file`, another `_file_sha256`; when the new bytes are
+//! those of a file already tapped, they are recorded with that original and not read again), and
+//! the report warns ([`TapReport::changed`]). The next tap sees the new version as recorded and
+//! leaves it alone.
+//!
+//! A recorded file is not hashed again on every run (that would read the whole landing zone each
+//! time): only when its size differs from the recorded one, or its modification time is not
+//! at least [`MTIME_SLACK`] before the start of the run that recorded it (the slack covers coarse
+//! file system clocks). A rewrite that keeps both the size and an old modification time (a copy
+//! that preserves times, e.g. `cp -p`) is therefore not seen, as with `make` or `rsync`. A
+//! recorded file that has since disappeared is left alone too: its lines are in bronze already.
 //!
 //! ## The grace period
 //! Orphan removal cannot tell a crashed tap's files from those of a writer that is still
@@ -30,20 +51,22 @@
 //! A tap never deletes its own files when a commit fails: a failed commit may have landed (a
 //! timeout after the write), and deleting files a committed version names would corrupt it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::builder::{Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_array::{
+    Array, ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
 use chrono::{DateTime, Timelike, Utc};
 use lake::iceberg::spec::DataFile;
 use lake::{At, Catalog, LakeError, Table, TableChange};
 use serde::Serialize;
 use sugarbush::{LandedFile, Progress, Source};
 
-use crate::bronze::{self, LANDING_FILES, STATUS_DUPLICATE, STATUS_TAPPED, props};
+use crate::bronze::{self, LANDING_FILES, STATUS_CHANGED, STATUS_DUPLICATE, STATUS_TAPPED, props};
 use crate::error::{Result, ShackError};
 use crate::lines::{self, LineReader, Lineage, RowBuffer};
 
@@ -103,6 +126,23 @@ pub struct DuplicateReport {
     pub sha256: String,
 }
 
+/// A warning: a recorded landing file that was rewritten in place (same name, other bytes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChangedReport {
+    pub source: Source,
+    /// The rewritten file, relative to `landing/`.
+    pub file: String,
+    /// What it held when bronze last recorded it.
+    pub previous_sha256: String,
+    /// What it holds now: the version this run recorded.
+    pub sha256: String,
+    /// Lines of the new version tapped into `bronze.<source>` (0 when `original_file` is set).
+    pub lines: u64,
+    /// When the new bytes are those of a file already tapped, that file: then they were recorded
+    /// and not tapped again.
+    pub original_file: Option<String>,
+}
+
 /// What a tap did, in the story's shape ([`TapReport::render`]) or as JSON (serde).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TapReport {
@@ -126,14 +166,17 @@ pub struct TapReport {
     pub duplicates: Vec<DuplicateReport>,
     /// How many re-sent files were skipped (`duplicates.len()`).
     pub skipped_duplicates: usize,
+    /// Warnings: recorded landing files rewritten in place since, found in this run. Their new
+    /// versions are recorded as `changed` and (unless already in bronze) tapped.
+    pub changed: Vec<ChangedReport>,
     /// The catalog version that committed this run; `None` when there was nothing to commit.
     pub catalog_version: Option<u64>,
 }
 
 impl TapReport {
-    /// True when nothing had arrived that bronze did not already know.
+    /// True when nothing had arrived (or changed) that bronze did not already know.
     pub fn nothing_new(&self) -> bool {
-        self.batches.is_empty() && self.duplicates.is_empty()
+        self.batches.is_empty() && self.duplicates.is_empty() && self.changed.is_empty()
     }
 
     /// Lines tapped by this run, all sources.
@@ -141,12 +184,13 @@ impl TapReport {
         self.batches.iter().map(|b| b.rows).sum()
     }
 
-    /// The story's lines, aligned:
+    /// The story's lines, aligned, then a `warn` line per file rewritten in place:
     ///
     /// ```text
     /// as of 2026-08-16 23:59:59 UTC
     ///   tapped   orders       batch   1   384 files   43,035 rows
     ///   skipped  3 file(s) with the same bytes as one already in bronze
+    ///   warn     orders/2026-08-16/….jsonl was rewritten after it was tapped (sha256 3f1a… now 9c0b…): its new version is tapped next to the old lines
     /// ```
     pub fn render(&self) -> String {
         let mut out = format!("as of {}\n", as_of(&self.through));
@@ -205,8 +249,25 @@ impl TapReport {
                 thousands(self.skipped_duplicates as u64)
             ));
         }
+        for c in &self.changed {
+            let what = match &c.original_file {
+                Some(o) => format!("its new bytes are those of {o}, already in bronze"),
+                None => "its new version is tapped next to the old lines".to_string(),
+            };
+            out.push_str(&format!(
+                "  warn     {} was rewritten after it was tapped (sha256 {}… now {}…): {what}\n",
+                c.file,
+                short_sha(&c.previous_sha256),
+                short_sha(&c.sha256),
+            ));
+        }
         out
     }
+}
+
+/// The first 12 hex digits of a sha256: enough to tell two versions apart in a report.
+fn short_sha(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
 }
 
 fn as_of(t: &DateTime<Utc>) -> String {
@@ -229,12 +290,53 @@ fn human_duration(secs: u64) -> String {
     }
 }
 
+/// A recorded file is hashed again when its modification time is later than this before the
+/// start of the run that recorded it (or its size differs). See the module docs.
+pub const MTIME_SLACK: Duration = Duration::from_secs(60);
+
 /// What bronze already knows, from `bronze.landing_files` at the branch.
 struct Known {
-    /// Every landing file name recorded (tapped or duplicate): never hashed again.
-    names: HashSet<String>,
-    /// (source, sha256) of every tapped file → its name.
+    /// Every landing file name recorded (in any status) → its latest record.
+    names: HashMap<String, Recorded>,
+    /// (source, sha256) of every file version whose lines are in bronze → its name.
     tapped: HashMap<(String, String), String>,
+}
+
+/// What a landing file held when a tap last recorded it.
+struct Recorded {
+    sha256: String,
+    bytes: i64,
+    /// When the run that recorded it started, in µs since the epoch.
+    tapped_at_us: i64,
+}
+
+impl Recorded {
+    /// False when the file cannot have been rewritten since it was recorded: its size is the
+    /// recorded one and it was last modified well before the recording run started (so the
+    /// recorded hash was taken of these bytes). A file that is gone cannot hold anything new.
+    fn may_have_changed(&self, path: &Path) -> Result<bool> {
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(error) => {
+                return Err(ShackError::Read {
+                    path: path.to_path_buf(),
+                    line: None,
+                    error,
+                });
+            }
+        };
+        if i64::try_from(meta.len()).ok() != Some(self.bytes) {
+            return Ok(true);
+        }
+        let Ok(modified) = meta.modified() else {
+            // No modification times here: only the hash can tell.
+            return Ok(true);
+        };
+        let modified_us = DateTime::<Utc>::from(modified).timestamp_micros();
+        let slack_us = i64::try_from(MTIME_SLACK.as_micros()).unwrap_or(i64::MAX);
+        Ok(modified_us > self.tapped_at_us.saturating_sub(slack_us))
+    }
 }
 
 impl Known {
@@ -249,7 +351,7 @@ impl Known {
             .await
             .map_err(|e| ShackError::lake(LANDING_FILES, e))?;
         let mut known = Known {
-            names: HashSet::new(),
+            names: HashMap::new(),
             tapped: HashMap::new(),
         };
         for b in &batches {
@@ -257,33 +359,64 @@ impl Known {
             let source = string_column(b, "source")?;
             let status = string_column(b, "status")?;
             let sha = string_column(b, "sha256")?;
+            let bytes = column::<Int64Array>(b, "bytes")?;
+            let tapped_at = column::<TimestampMicrosecondArray>(b, "tapped_at")?;
+            let original = column::<StringArray>(b, "original_file")?;
             for i in 0..b.num_rows() {
-                let name = file.value(i).to_string();
-                if status.value(i) == STATUS_TAPPED {
+                let name = file.value(i);
+                // Lines in bronze: a tapped file, or a changed one whose bytes were new.
+                let in_bronze = status.value(i) == STATUS_TAPPED
+                    || (status.value(i) == STATUS_CHANGED && original.is_null(i));
+                if in_bronze {
                     known.tapped.insert(
                         (source.value(i).to_string(), sha.value(i).to_string()),
-                        name.clone(),
+                        name.to_string(),
                     );
                 }
-                known.names.insert(name);
+                if bytes.is_null(i) || tapped_at.is_null(i) {
+                    return Err(ShackError::BadTable {
+                        table: LANDING_FILES.to_string(),
+                        detail: format!("the row of {name} has no bytes or tapped_at"),
+                    });
+                }
+                let record = Recorded {
+                    sha256: sha.value(i).to_string(),
+                    bytes: bytes.value(i),
+                    tapped_at_us: tapped_at.value(i),
+                };
+                // A name recorded more than once was rewritten in place: the latest row counts.
+                match known.names.get(name) {
+                    Some(r) if r.tapped_at_us >= record.tapped_at_us => {}
+                    _ => {
+                        known.names.insert(name.to_string(), record);
+                    }
+                }
             }
         }
         Ok(known)
     }
 }
 
-fn string_column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+/// A column of `bronze.landing_files` as the array type its schema says (nulls allowed).
+fn column<'a, A: Array + 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a A> {
     let col = b.column_by_name(name).ok_or_else(|| ShackError::BadTable {
         table: LANDING_FILES.to_string(),
         detail: format!("no column {name:?}"),
     })?;
-    let arr = col
-        .as_any()
-        .downcast_ref::<StringArray>()
+    col.as_any()
+        .downcast_ref::<A>()
         .ok_or_else(|| ShackError::BadTable {
             table: LANDING_FILES.to_string(),
-            detail: format!("column {name:?} is {}, not a string", col.data_type()),
-        })?;
+            detail: format!(
+                "column {name:?} is of an unexpected type {}",
+                col.data_type()
+            ),
+        })
+}
+
+/// A string column of `bronze.landing_files` that holds no nulls.
+fn string_column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    let arr = column::<StringArray>(b, name)?;
     if arr.null_count() > 0 {
         return Err(ShackError::BadTable {
             table: LANDING_FILES.to_string(),
@@ -297,11 +430,15 @@ fn string_column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a StringArray> 
 struct FileRecord {
     source: Source,
     file: String,
+    /// `tapped`, `duplicate` or `changed`.
+    status: &'static str,
     sha256: String,
     bytes: u64,
     lines: u64,
     arrived_at: DateTime<Utc>,
     original_file: Option<String>,
+    /// For a file rewritten in place, the hash of its recorded version.
+    previous_sha256: Option<String>,
 }
 
 /// One source's new lines, written and not yet committed.
@@ -329,7 +466,10 @@ pub async fn tap(
     let tap_id = uuid::Uuid::now_v7().to_string();
     let branch = options.branch.as_str();
 
-    // 1. Orphans first, before this run writes anything of its own.
+    // 1. What has arrived, before anything is touched: no landing zone is an error.
+    let listed = list_landing(warehouse_root, through)?;
+
+    // 2. Orphans first, before this run writes anything of its own.
     progress.message("removing orphans");
     let grace_ms = i64::try_from(options.orphan_grace.as_millis()).unwrap_or(i64::MAX);
     let orphans = catalog
@@ -337,7 +477,7 @@ pub async fn tap(
         .await
         .map_err(|e| ShackError::lake("the catalog", e))?;
 
-    // 2. The tables, all read at one catalog version.
+    // 3. The tables, all read at one catalog version.
     let (tables, created_tables) = open_tables(catalog).await?;
     let table = |name: &str| -> Result<&Table> {
         tables.get(name).ok_or_else(|| {
@@ -348,29 +488,34 @@ pub async fn tap(
         })
     };
 
-    // 3. What bronze knows.
+    // 4. What bronze knows.
     let mut known = Known::load(table(LANDING_FILES)?, branch).await?;
 
-    // 4. What has arrived that bronze has not seen.
-    let mut arrived: Vec<(Source, Vec<LandedFile>)> = Vec::new();
-    for source in Source::ALL {
-        let files = sugarbush::landed(warehouse_root, source, through).map_err(|error| {
-            ShackError::Landing {
-                source_name: source.as_str(),
-                error,
+    // 5. What has arrived that bronze has not seen, and what it has seen that may have been
+    //    rewritten since (with the hash it had then).
+    let mut arrived: Vec<(Source, Vec<(LandedFile, Option<String>)>)> = Vec::new();
+    for (source, files) in listed {
+        let mut todo = Vec::new();
+        for f in files {
+            match known.names.get(&f.relative_name) {
+                None => todo.push((f, None)),
+                Some(r) => {
+                    if r.may_have_changed(&f.path)? {
+                        let previous = r.sha256.clone();
+                        todo.push((f, Some(previous)));
+                    }
+                }
             }
-        })?;
-        let unseen: Vec<LandedFile> = files
-            .into_iter()
-            .filter(|f| !known.names.contains(&f.relative_name))
-            .collect();
-        arrived.push((source, unseen));
+        }
+        arrived.push((source, todo));
     }
     progress.set_total(arrived.iter().map(|(_, f)| f.len() as u64).sum());
 
     let write_started = Instant::now();
     let mut pending: Vec<Pending> = Vec::new();
-    let mut duplicates: Vec<FileRecord> = Vec::new();
+    // Files recorded without taking their lines: duplicates, and changed files whose new bytes
+    // are already in bronze.
+    let mut untapped: Vec<FileRecord> = Vec::new();
     for (source, files) in arrived {
         if files.is_empty() {
             continue;
@@ -390,24 +535,35 @@ pub async fn tap(
             data_files: Vec::new(),
         };
         progress.message(&format!("tapping {source}"));
-        for f in files {
+        for (f, previous_sha256) in files {
             let d = lines::digest(&f.path)?;
+            if previous_sha256.as_deref() == Some(d.sha256.as_str()) {
+                // Touched, not changed: the recorded bytes.
+                progress.inc(1);
+                continue;
+            }
+            let changed = previous_sha256.is_some();
             let key = (source.as_str().to_string(), d.sha256.clone());
             // An empty file has no content to be a copy of: it is tapped (zero lines), never a
             // duplicate of another empty file.
             if d.bytes > 0
                 && let Some(original) = known.tapped.get(&key)
             {
-                duplicates.push(FileRecord {
+                untapped.push(FileRecord {
                     source,
-                    file: f.relative_name.clone(),
+                    file: f.relative_name,
+                    status: if changed {
+                        STATUS_CHANGED
+                    } else {
+                        STATUS_DUPLICATE
+                    },
                     sha256: d.sha256,
                     bytes: d.bytes,
                     lines: d.lines,
                     arrived_at: f.arrived_at,
                     original_file: Some(original.clone()),
+                    previous_sha256,
                 });
-                known.names.insert(f.relative_name);
                 progress.inc(1);
                 continue;
             }
@@ -435,15 +591,20 @@ pub async fn tap(
             p.rows += lines_read;
             p.bytes += d.bytes;
             known.tapped.insert(key, f.relative_name.clone());
-            known.names.insert(f.relative_name.clone());
             p.files.push(FileRecord {
                 source,
                 file: f.relative_name,
+                status: if changed {
+                    STATUS_CHANGED
+                } else {
+                    STATUS_TAPPED
+                },
                 sha256: d.sha256,
                 bytes: d.bytes,
                 lines: lines_read,
                 arrived_at: f.arrived_at,
                 original_file: None,
+                previous_sha256,
             });
             progress.inc(1);
         }
@@ -456,6 +617,43 @@ pub async fn tap(
         }
     }
 
+    let duplicates: Vec<DuplicateReport> = untapped
+        .iter()
+        .filter(|d| d.status == STATUS_DUPLICATE)
+        .map(|d| DuplicateReport {
+            source: d.source,
+            file: d.file.clone(),
+            original_file: d.original_file.clone().unwrap_or_default(),
+            sha256: d.sha256.clone(),
+        })
+        .collect();
+    let mut changed: Vec<ChangedReport> = pending
+        .iter()
+        .flat_map(|p| &p.files)
+        .chain(&untapped)
+        .filter_map(|r| {
+            let previous_sha256 = r.previous_sha256.clone()?;
+            Some(ChangedReport {
+                source: r.source,
+                file: r.file.clone(),
+                previous_sha256,
+                sha256: r.sha256.clone(),
+                lines: if r.original_file.is_some() {
+                    0
+                } else {
+                    r.lines
+                },
+                original_file: r.original_file.clone(),
+            })
+        })
+        .collect();
+    changed.sort_by(|a, b| a.source.cmp(&b.source).then_with(|| a.file.cmp(&b.file)));
+    if !changed.is_empty() {
+        progress.message(&format!(
+            "{} landing file(s) were rewritten after they were tapped",
+            changed.len()
+        ));
+    }
     let mut report = TapReport {
         through,
         branch: branch.to_string(),
@@ -466,24 +664,17 @@ pub async fn tap(
         orphans_kept: orphans.too_young,
         orphan_grace_secs: options.orphan_grace.as_secs(),
         batches: Vec::new(),
-        duplicates: duplicates
-            .iter()
-            .map(|d| DuplicateReport {
-                source: d.source,
-                file: d.file.clone(),
-                original_file: d.original_file.clone().unwrap_or_default(),
-                sha256: d.sha256.clone(),
-            })
-            .collect(),
         skipped_duplicates: duplicates.len(),
+        duplicates,
+        changed,
         catalog_version: None,
     };
-    if pending.is_empty() && duplicates.is_empty() {
+    if pending.is_empty() && untapped.is_empty() {
         progress.message("nothing new has arrived");
         return Ok(report);
     }
 
-    // 5. Stage a snapshot per source, then the record of files, and commit them as one. If
+    // 6. Stage a snapshot per source, then the record of files, and commit them as one. If
     //    another writer moved one of these tables meanwhile without moving the branch (a publish
     //    of `main`, an expiry), the same data files are staged again on the new metadata; if it
     //    moved the branch, what this tap took may overlap what that writer took: refuse.
@@ -499,7 +690,7 @@ pub async fn tap(
     let mut attempt = 0;
     let committed = loop {
         attempt += 1;
-        let (changes, batches) = stage_all(&tables, &pending, &duplicates, &run).await?;
+        let (changes, batches) = stage_all(&tables, &pending, &untapped, &run).await?;
         report.batches = batches;
         let elapsed = write_started.elapsed();
         if !options.orphan_grace.is_zero() && elapsed * 2 > options.orphan_grace {
@@ -534,6 +725,46 @@ pub async fn tap(
     Ok(report)
 }
 
+/// Every source's landing files that had arrived by `through`, in source order. A landing zone
+/// that is not there, or holds no landing file at all (whenever it arrived), is an error: a
+/// wrong warehouse must not look like a quiet day.
+fn list_landing(
+    warehouse_root: &Path,
+    through: DateTime<Utc>,
+) -> Result<Vec<(Source, Vec<LandedFile>)>> {
+    let dir = sugarbush::landing_dir(warehouse_root);
+    if !dir.is_dir() {
+        return Err(ShackError::NoLandingZone { dir, missing: true });
+    }
+    let list = |source: Source, through: DateTime<Utc>| {
+        sugarbush::landed(warehouse_root, source, through).map_err(|error| ShackError::Landing {
+            source_name: source.as_str(),
+            error,
+        })
+    };
+    let mut listed = Vec::new();
+    for source in Source::ALL {
+        listed.push((source, list(source, through)?));
+    }
+    if listed.iter().all(|(_, files)| files.is_empty()) {
+        // Nothing by `through`: a quiet day, unless nothing ever arrived at all.
+        let mut any = false;
+        for source in Source::ALL {
+            if !list(source, DateTime::<Utc>::MAX_UTC)?.is_empty() {
+                any = true;
+                break;
+            }
+        }
+        if !any {
+            return Err(ShackError::NoLandingZone {
+                dir,
+                missing: false,
+            });
+        }
+    }
+    Ok(listed)
+}
+
 /// How many times a tap stages its commit again after writers that did not touch its branch.
 const COMMIT_ATTEMPTS: u32 = 8;
 
@@ -562,11 +793,12 @@ fn same_branch_heads(
 }
 
 /// Stage a snapshot per source with new files, then the `bronze.landing_files` snapshot naming
-/// them (its data file is written here, as it names the staged snapshots).
+/// them and the files recorded without their lines (its data file is written here, as it names
+/// the staged snapshots).
 async fn stage_all(
     tables: &BTreeMap<String, Table>,
     pending: &[Pending],
-    duplicates: &[FileRecord],
+    untapped: &[FileRecord],
     run: &Run<'_>,
 ) -> Result<(Vec<TableChange>, Vec<BatchReport>)> {
     let table = |name: &str| -> Result<&Table> {
@@ -610,7 +842,7 @@ async fn stage_all(
         );
         changes.push(change);
     }
-    records.extend(duplicates.iter().map(|d| (d, None)));
+    records.extend(untapped.iter().map(|d| (d, None)));
     let batch = landing_files_batch(&records, run)?;
     let lf = table(LANDING_FILES)?;
     let lf_files = write(lf, LANDING_FILES, batch).await?;
@@ -662,6 +894,12 @@ fn commit_message(report: &TapReport) -> String {
             report.skipped_duplicates
         ));
     }
+    if !report.changed.is_empty() {
+        parts.push(format!(
+            "{} file(s) rewritten in place",
+            report.changed.len()
+        ));
+    }
     format!(
         "tap through {} to {}: {}",
         report
@@ -696,11 +934,7 @@ fn landing_files_batch(
     for (r, batch) in records {
         file.append_value(&r.file);
         source.append_value(r.source.as_str());
-        status.append_value(if r.original_file.is_some() {
-            STATUS_DUPLICATE
-        } else {
-            STATUS_TAPPED
-        });
+        status.append_value(r.status);
         sha.append_value(&r.sha256);
         bytes.append_value(long(r.bytes));
         lines.append_value(long(r.lines));
@@ -872,6 +1106,7 @@ mod tests {
             ],
             duplicates: Vec::new(),
             skipped_duplicates: 3,
+            changed: Vec::new(),
             catalog_version: Some(6),
         }
     }
@@ -887,6 +1122,39 @@ as of 2026-08-16 23:59:59 UTC
   skipped  3 file(s) with the same bytes as one already in bronze
 ";
         assert_eq!(report().render(), want);
+    }
+
+    #[test]
+    fn render_warns_of_each_file_rewritten_in_place() {
+        let mut r = report();
+        r.batches.truncate(1);
+        r.skipped_duplicates = 0;
+        let changed = |file: &str, original_file: Option<&str>| ChangedReport {
+            source: Source::Orders,
+            file: file.into(),
+            previous_sha256: "3f1a2b3c4d5e6f7a8b9c".into(),
+            sha256: "9c0b1a2b3c4d5e6f7a8b".into(),
+            lines: 2,
+            original_file: original_file.map(String::from),
+        };
+        r.changed = vec![
+            changed("orders/2026-08-16/a.jsonl", None),
+            changed(
+                "orders/2026-08-16/b.jsonl",
+                Some("orders/2026-08-16/c.jsonl"),
+            ),
+        ];
+        assert_eq!(
+            r.render(),
+            "\
+as of 2026-08-16 23:59:59 UTC
+  tapped   orders       batch   1   384 files   43,035 rows
+  warn     orders/2026-08-16/a.jsonl was rewritten after it was tapped (sha256 3f1a2b3c4d5e… now 9c0b1a2b3c4d…): its new version is tapped next to the old lines
+  warn     orders/2026-08-16/b.jsonl was rewritten after it was tapped (sha256 3f1a2b3c4d5e… now 9c0b1a2b3c4d…): its new bytes are those of orders/2026-08-16/c.jsonl, already in bronze
+"
+        );
+        r.batches.clear();
+        assert!(!r.nothing_new(), "a rewrite is news");
     }
 
     #[test]

@@ -420,7 +420,7 @@ async fn lines_are_kept_as_sent_even_when_truncated_empty_or_not_utf8() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_recorded_file_name_is_never_hashed_again_and_copies_in_one_run_are_caught() {
+async fn a_recorded_file_that_disappears_is_left_alone_and_copies_in_one_run_are_caught() {
     let l = Landing::new();
     let t1 = utc(2026, 8, 1, 1, 0, 0);
     let t2 = utc(2026, 8, 1, 2, 0, 0);
@@ -430,7 +430,8 @@ async fn a_recorded_file_name_is_never_hashed_again_and_copies_in_one_run_are_ca
     let first = lake.tap(l.root(), t1).await;
     assert_eq!(first.rows(), 2);
 
-    // `a` becomes unreadable: a tap that opened it again would fail.
+    // `a` disappears (a dangling link in its place): its lines are in bronze, so the tap leaves
+    // it alone; one that opened it again would fail.
     let path = l.path(&a);
     fs::remove_file(&path).expect("remove");
     std::os::unix::fs::symlink(l.root().join("nowhere"), &path).expect("symlink");
@@ -823,4 +824,253 @@ async fn errors_name_the_file_and_commit_nothing() {
     // Nothing of either failed run is in bronze; the next tap takes everything once.
     let report = lake.tap(l.root(), t1).await;
     assert_eq!(report.rows(), 2);
+}
+
+/// Set a landing file's modification time to `t` (a file written long before the tap).
+fn set_mtime(l: &Landing, rel: &str, t: DateTime<Utc>) {
+    let f = fs::File::options()
+        .write(true)
+        .open(l.path(rel))
+        .expect("open landing file");
+    f.set_modified(t.into()).expect("set mtime");
+}
+
+/// Rows of `bronze.landing_files` at audit for one file: (status, sha256, original, snapshot).
+async fn records_of(lake: &Lake, file: &str) -> Vec<(String, String, Option<String>, i64)> {
+    let lf = lake.audit_rows(bronze::LANDING_FILES).await;
+    let files = str_column(&lf, "file");
+    let status = str_column(&lf, "status");
+    let shas = str_column(&lf, "sha256");
+    let originals = str_column(&lf, "original_file");
+    let snaps = int_column(&lf, "snapshot_id");
+    let mut out: Vec<_> = (0..files.len())
+        .filter(|i| files[*i].as_deref() == Some(file))
+        .map(|i| {
+            (
+                status[i].clone().expect("status"),
+                shas[i].clone().expect("sha"),
+                originals[i].clone(),
+                snaps[i],
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_landing_file_rewritten_in_place_is_recorded_warned_and_tapped_once_as_a_new_version() {
+    let l = Landing::new();
+    let t = utc(2026, 8, 1, 1, 0, 0);
+    let a = l.put(Source::Orders, t, "20260801T00a", b"a1\na2\n");
+    let b = l.put(Source::Orders, t, "20260801T00b", b"b1\nb2\n");
+    let c = l.put(Source::Orders, t, "20260801T00c", b"c1\n");
+    let d = l.put(Source::Orders, t, "20260801T00d", b"d1\n");
+    let lake = Lake::new();
+    let first = lake.tap(l.root(), t).await;
+    assert_eq!(first.rows(), 6);
+    assert!(first.changed.is_empty());
+    let sha_of = |file: &str, r: &[(String, String, Option<String>, i64)]| {
+        assert_eq!(r.len(), 1, "{file}: {r:?}");
+        r[0].1.clone()
+    };
+    let old_a = sha_of(&a, &records_of(&lake, &a).await);
+    let old_b = sha_of(&b, &records_of(&lake, &b).await);
+
+    // Rewritten in place after the tap, the same name each time: longer, the same size with
+    // other bytes, the very same bytes, and the bytes of another tapped file.
+    l.put(Source::Orders, t, "20260801T00a", b"a1\na2\na3\n");
+    l.put(Source::Orders, t, "20260801T00b", b"b1\nB2\n");
+    l.put(Source::Orders, t, "20260801T00c", b"c1\n");
+    l.put(Source::Orders, t, "20260801T00d", b"c1\n");
+    let second = lake.tap(l.root(), t).await;
+    assert!(!second.nothing_new(), "{second:?}");
+    assert!(second.catalog_version.is_some());
+    let changed: BTreeMap<String, (String, u64, Option<String>)> = second
+        .changed
+        .iter()
+        .map(|x| {
+            assert_ne!(x.previous_sha256, x.sha256);
+            (
+                x.file.clone(),
+                (x.previous_sha256.clone(), x.lines, x.original_file.clone()),
+            )
+        })
+        .collect();
+    assert_eq!(changed.len(), 3, "{changed:?}");
+    assert_eq!(changed.get(&a), Some(&(old_a.clone(), 3, None)));
+    assert_eq!(changed.get(&b), Some(&(old_b.clone(), 2, None)));
+    assert_eq!(changed.get(&d).map(|x| x.2.clone()), Some(Some(c.clone())));
+    assert!(second.duplicates.is_empty(), "a rewrite is not a re-send");
+    assert_eq!(second.batches.len(), 1);
+    assert_eq!((second.batches[0].files, second.rows()), (2, 5));
+
+    // A warning for people and for machines.
+    let text = second.render();
+    for file in [&a, &b, &d] {
+        assert!(
+            text.lines()
+                .any(|line| line.starts_with("  warn     ") && line.contains(file.as_str())),
+            "{text}"
+        );
+    }
+    assert!(!text.contains(&format!("{c} was rewritten")), "{text}");
+    let json = serde_json::to_value(&second).expect("json");
+    assert_eq!(json["changed"].as_array().map(Vec::len), Some(3));
+    assert_eq!(json["changed"][0]["file"], a.as_str());
+    assert_eq!(json["changed"][0]["previous_sha256"], old_a.as_str());
+
+    // Recorded: each version its own row; the new lines are in bronze next to the old ones.
+    let batch = second.batches[0].snapshot_id;
+    let ra = records_of(&lake, &a).await;
+    assert_eq!(ra.len(), 2, "{ra:?}");
+    assert_eq!(ra[0].0, "changed");
+    assert_eq!((ra[0].2.clone(), ra[0].3), (None, batch));
+    assert_eq!(
+        (ra[1].0.as_str(), ra[1].1.as_str()),
+        ("tapped", old_a.as_str())
+    );
+    let rd = records_of(&lake, &d).await;
+    assert_eq!(rd[0].0, "changed");
+    assert_eq!((rd[0].2.clone(), rd[0].3), (Some(c.clone()), i64::MIN));
+    assert_eq!(
+        records_of(&lake, &c).await.len(),
+        1,
+        "same bytes: not a change"
+    );
+    let rows = lake.audit_rows("bronze.orders").await;
+    let raw: Vec<(String, String, String)> = str_column(&rows, "_landing_file")
+        .into_iter()
+        .zip(str_column(&rows, "_file_sha256"))
+        .zip(str_column(&rows, "_raw"))
+        .map(|((f, s), r)| (f.expect("file"), s.expect("sha"), r.expect("raw")))
+        .collect();
+    assert_eq!(raw.len(), 11, "6 lines, then 3 of a and 2 of b again");
+    let of = |file: &str, sha: &str| -> Vec<String> {
+        let mut v: Vec<String> = raw
+            .iter()
+            .filter(|(f, s, _)| f == file && s == sha)
+            .map(|(_, _, r)| r.clone())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(of(&a, &old_a), ["a1", "a2"]);
+    assert_eq!(of(&a, &ra[0].1), ["a1", "a2", "a3"]);
+    assert_eq!(of(&b, &old_b), ["b1", "b2"]);
+    assert_eq!(of(&b, &records_of(&lake, &b).await[0].1), ["B2", "b1"]);
+
+    // Idempotent: the new versions are recorded, so the next tap leaves them alone.
+    let version = lake.catalog.head().await.expect("head").version;
+    let files = lake.files();
+    let third = lake.tap(l.root(), t).await;
+    assert!(third.nothing_new(), "{third:?}");
+    assert!(third.changed.is_empty());
+    assert_eq!(lake.catalog.head().await.expect("head").version, version);
+    assert_eq!(lake.files(), files);
+    assert!(third.render().ends_with("  nothing new has arrived\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_file_is_hashed_again_only_when_its_size_or_time_says_it_may_have_changed() {
+    let l = Landing::new();
+    let t = utc(2026, 8, 1, 1, 0, 0);
+    let long_ago = utc(2000, 1, 1, 0, 0, 0); // long before any tap of this test starts
+    let a = l.put(Source::Orders, t, "20260801T00a", b"a1\n");
+    let b = l.put(Source::Orders, t, "20260801T00b", b"b1\n");
+    set_mtime(&l, &a, long_ago);
+    set_mtime(&l, &b, long_ago);
+    let lake = Lake::new();
+    lake.tap(l.root(), t).await;
+
+    // Untouched since: nothing to look at.
+    let progress = Recorder::default();
+    let again = shack::tap(
+        &lake.catalog,
+        l.root(),
+        t,
+        &TapOptions::default(),
+        &progress,
+    )
+    .await
+    .expect("tap");
+    assert!(again.nothing_new());
+    assert_eq!(*progress.total.lock().expect("lock"), 0, "nothing hashed");
+
+    // Rewritten with the same size: its new modification time gives it away.
+    l.put(Source::Orders, t, "20260801T00b", b"B1\n");
+    let progress = Recorder::default();
+    let changed = shack::tap(
+        &lake.catalog,
+        l.root(),
+        t,
+        &TapOptions::default(),
+        &progress,
+    )
+    .await
+    .expect("tap");
+    assert_eq!(*progress.total.lock().expect("lock"), 1, "only b hashed");
+    assert_eq!(
+        changed.changed.iter().map(|c| &c.file).collect::<Vec<_>>(),
+        vec![&b]
+    );
+    assert_eq!(changed.rows(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_empty_landing_zone_is_an_error_naming_the_folder() {
+    let l = Landing::new();
+    let lake = Lake::new();
+    let dir = l.root().join("landing");
+    let options = TapOptions::default();
+    let tap = |through| {
+        shack::tap(
+            &lake.catalog,
+            l.root(),
+            through,
+            &options,
+            &shack::NoProgress,
+        )
+    };
+    let t1 = utc(2026, 8, 1, 1, 0, 0);
+    let t2 = utc(2026, 8, 1, 2, 0, 0);
+
+    // No landing folder at all: a wrong warehouse, not a quiet day.
+    let err = tap(t1).await.expect_err("no landing zone");
+    assert!(
+        matches!(&err, ShackError::NoLandingZone { dir: d, missing: true } if *d == dir),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains(&dir.display().to_string()), "{msg}");
+    assert!(msg.contains("does not exist"), "{msg}");
+    assert!(msg.contains("nothing was committed"), "{msg}");
+    assert!(
+        lake.files().is_empty(),
+        "nothing written: {:?}",
+        lake.files()
+    );
+
+    // A landing folder (even with source folders) holding no landing file.
+    fs::create_dir_all(dir.join("orders").join("2026-08-01")).expect("mkdir");
+    let err = tap(t1).await.expect_err("empty landing zone");
+    assert!(
+        matches!(&err, ShackError::NoLandingZone { dir: d, missing: false } if *d == dir),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("holds no landing files"), "{err}");
+    assert!(
+        lake.files().is_empty(),
+        "nothing written: {:?}",
+        lake.files()
+    );
+
+    // Files that arrive later than `through` make it a quiet day, not an error.
+    l.put(Source::Orders, t2, "20260801T01", b"{\"lsn\":1}\n");
+    let quiet = tap(t1).await.expect("a quiet day");
+    assert!(quiet.nothing_new(), "{quiet:?}");
+    assert!(quiet.render().ends_with("  nothing new has arrived\n"));
+    assert_eq!(tap(t2).await.expect("tap").rows(), 1);
+    // And once everything is tapped, nothing new is nothing new.
+    assert!(tap(t2).await.expect("tap").nothing_new());
 }
