@@ -12,6 +12,17 @@ pub enum LakeError {
     #[error("invalid table name {name:?}: {detail}")]
     InvalidName { name: String, detail: String },
 
+    /// The table name's namespace is a warehouse folder the lake does not own (the landing
+    /// zone, the ground truth): a table there would put its files among them.
+    #[error(
+        "table name {name:?}: namespace {namespace:?} is reserved, tables live at <warehouse>/<namespace>/<table> and {detail}; choose another namespace"
+    )]
+    ReservedNamespace {
+        name: String,
+        namespace: String,
+        detail: String,
+    },
+
     /// No such table in the catalog version that was read.
     #[error("table {table} does not exist (catalog version {version})")]
     NoSuchTable { table: String, version: u64 },

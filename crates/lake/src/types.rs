@@ -17,7 +17,22 @@ use serde::Serialize;
 
 use crate::error::{LakeError, Result};
 
-/// `namespace.table`, each part letters, digits and `_`.
+/// Namespaces no table may be in: tables live at `<warehouse>/<namespace>/<table>`, and these are
+/// folders of the warehouse that other writers own, with why. Compared ignoring ASCII case, as a
+/// case-insensitive file system would.
+pub const RESERVED_NAMESPACES: [(&str, &str); 2] = [
+    (
+        "landing",
+        "<warehouse>/landing is the landing zone, where sources drop their raw files",
+    ),
+    (
+        "truth",
+        "<warehouse>/truth holds a generated season's ground truth",
+    ),
+];
+
+/// `namespace.table`, each part letters, digits and `_`, the namespace not a reserved one
+/// (`landing`, `truth`: see `RESERVED_NAMESPACES`).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct TableName {
     pub namespace: String,
@@ -25,7 +40,9 @@ pub struct TableName {
 }
 
 impl TableName {
-    /// Parse `namespace.table`.
+    /// Parse `namespace.table`. A name in a reserved namespace is refused
+    /// ([`LakeError::ReservedNamespace`]): no table can be created, renamed or registered there,
+    /// where its files would land among folders the lake does not own.
     pub fn parse(s: &str) -> Result<TableName> {
         let Some((ns, t)) = s.split_once('.') else {
             return Err(LakeError::InvalidName {
@@ -35,6 +52,16 @@ impl TableName {
         };
         Self::check_part(s, ns)?;
         Self::check_part(s, t)?;
+        if let Some((_, why)) = RESERVED_NAMESPACES
+            .iter()
+            .find(|(reserved, _)| ns.eq_ignore_ascii_case(reserved))
+        {
+            return Err(LakeError::ReservedNamespace {
+                name: s.to_string(),
+                namespace: ns.to_string(),
+                detail: (*why).to_string(),
+            });
+        }
         Ok(TableName {
             namespace: ns.to_string(),
             table: t.to_string(),
@@ -148,4 +175,75 @@ pub struct Committed {
     /// Each updated table's new metadata: a writer continues from its own commit without
     /// reading it back ([`crate::Catalog::table_after`]).
     pub(crate) metadata: BTreeMap<String, (Arc<TableMetadata>, Option<Arc<RefMap>>)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_warehouse_folders_of_other_writers_are_no_namespace() {
+        for name in [
+            "landing.orders",
+            "truth.summary",
+            "Landing.orders",
+            "TRUTH.x",
+        ] {
+            let err = TableName::parse(name).expect_err(name);
+            let LakeError::ReservedNamespace {
+                name: n, namespace, ..
+            } = &err
+            else {
+                panic!("{name}: {err:?}");
+            };
+            assert_eq!(n, name);
+            assert_eq!(Some(namespace.as_str()), name.split('.').next());
+            let msg = err.to_string();
+            assert!(msg.contains(&format!("{namespace:?} is reserved")), "{msg}");
+            assert!(msg.contains("<warehouse>/"), "{msg}");
+        }
+        assert!(
+            TableName::parse("landing.orders")
+                .expect_err("reserved")
+                .to_string()
+                .contains("landing zone")
+        );
+        // Only the namespace is reserved, and only exactly.
+        for ok in [
+            "bronze.landing_files",
+            "bronze.truth",
+            "landings.x",
+            "truth_x.y",
+        ] {
+            assert!(TableName::parse(ok).is_ok(), "{ok}");
+        }
+    }
+
+    #[tokio::test]
+    async fn no_table_is_created_in_the_landing_zone() {
+        let c = crate::Catalog::in_memory();
+        let schema = arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "id",
+            arrow_schema::DataType::Int64,
+            false,
+        )]);
+        for name in ["landing.orders", "truth.summary"] {
+            let err = c
+                .create_table(name, &schema, &[])
+                .await
+                .expect_err("a reserved namespace");
+            assert!(
+                matches!(err, LakeError::ReservedNamespace { .. }),
+                "{name}: {err:?}"
+            );
+        }
+        assert_eq!(
+            c.latest_version_number().await.expect("version"),
+            0,
+            "nothing committed"
+        );
+        c.create_table("bronze.orders", &schema, &[])
+            .await
+            .expect("any other namespace");
+    }
 }
