@@ -110,6 +110,29 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// The whole pipeline as of --through: tap → boil → finish → grade → publish. Every step
+    /// writes to the audit branch; the four audits (quarantine rate, conservation, fx coverage,
+    /// reconciliation) grade it; only when none blocks does `main` move, on every table in one
+    /// catalog commit. Thresholds and the business time zone come from
+    /// `<warehouse>/sugarshack.json` when it exists. `SUGAR_PARSERS` as for `boil`.
+    ///
+    /// Exit status: 0 published; 3 blocked by an audit (nothing published, the block recorded,
+    /// the run kept on audit for the next run); 1 any error (nothing published); 2 bad arguments.
+    Run {
+        /// An instant (`2026-08-17T12:00`, UTC unless it says otherwise) or a day
+        /// (`2026-08-16` = its last second).
+        #[arg(long, value_parser = parse_through)]
+        through: chrono::DateTime<chrono::Utc>,
+        /// Rebuild silver and gold from all of bronze (new snapshots on audit; history stays),
+        /// after a parser was added or fixed.
+        #[arg(long)]
+        replay: bool,
+        /// As for `tap`.
+        #[arg(long, default_value = "0s", value_parser = parse_duration)]
+        orphan_grace: std::time::Duration,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// The watermark experiment ("The Mark the Tide Left") on the lake's own snapshots: a
     /// timestamp watermark drops rows of long transactions; a snapshot-id watermark drops none.
     Tide(tide::TideArgs),
@@ -174,6 +197,29 @@ enum Command {
         format: Format,
     },
 }
+
+/// `SUGAR_PARSERS`: a comma list of payment API versions to enable (unset or empty: all).
+fn parsers_from_env() -> Option<Vec<String>> {
+    std::env::var("SUGAR_PARSERS")
+        .ok()
+        .filter(|list| !list.trim().is_empty())
+        .map(|list| shack::silver::parse_version_list(&list))
+}
+
+/// The exit status of a run an audit blocked (documented in `sugarshack run --help`).
+pub const EXIT_BLOCKED: u8 = 3;
+
+/// A run an audit blocked: not an error (its report said why), but not a success either.
+#[derive(Debug)]
+struct Blocked;
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("blocked by an audit: nothing published")
+    }
+}
+
+impl std::error::Error for Blocked {}
 
 /// `SUGARSHACK_FAILPOINT=after-data-files|after-metadata-files` makes the next commit fail there
 /// (crash drills: the lake must be left readable and the next run must clean up).
@@ -322,16 +368,45 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 say_raw!("{}", report.render());
             }
         }
+        Command::Run {
+            through,
+            replay,
+            orphan_grace,
+            format,
+        } => {
+            let lake = open(&cli)?;
+            let settings = shack::Settings::load(&shack::Settings::default_path(&cli.warehouse))?;
+            let mut options = shack::RunOptions {
+                replay: *replay,
+                orphan_grace: *orphan_grace,
+                settings,
+                ..shack::RunOptions::new(*through)
+            };
+            if let Some(parsers) = parsers_from_env() {
+                options.parsers = parsers;
+            }
+            let bar = progress::Bar::new("run");
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            let report = shack::run(&lake, &cli.warehouse, &options, now_ms, &bar).await;
+            bar.finish();
+            let report = report?;
+            if *format == Format::Json {
+                say!("{}", serde_json::to_string_pretty(&report.to_json())?);
+            } else {
+                say_raw!("{}", report.render());
+            }
+            if !report.published() {
+                return Err(Blocked.into());
+            }
+        }
         Command::Boil { replay, format } => {
             let lake = open(&cli)?;
             let mut options = shack::BoilOptions {
                 replay: *replay,
                 ..shack::BoilOptions::default()
             };
-            if let Ok(list) = std::env::var("SUGAR_PARSERS")
-                && !list.trim().is_empty()
-            {
-                options.parsers = shack::silver::parse_version_list(&list);
+            if let Some(parsers) = parsers_from_env() {
+                options.parsers = parsers;
             }
             let bar = progress::Bar::new("boil");
             let report = shack::boil(&lake, &options, &bar).await;
@@ -645,6 +720,7 @@ pub fn main() -> ExitCode {
     };
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<Blocked>().is_some() => ExitCode::from(EXIT_BLOCKED),
         Err(e)
             if e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>()

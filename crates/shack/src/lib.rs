@@ -3,9 +3,11 @@
 //! `shack` owns the pipeline that turns the landing zone into tables people can trust: the
 //! **tap** (bronze, the sap tank: every landing line kept raw, with its lineage, content-addressed
 //! so a re-sent file is never taken twice, committed crash-safe and idempotently to the `audit`
-//! branch) now; the boil (silver), the finish (gold), the grade (audits), the publish and the
-//! comparison with the old pipeline later. It decides what the tables of each layer are and
-//! which rules they keep.
+//! branch), the **boil** (silver: parsed by API version, quarantined with reasons, deduplicated,
+//! change logs folded by LSN), the **finish** (gold: facts in CAD, the marts, the fulfilment
+//! queue), the **grade** (the four [`audits`]) and the **publish** (one catalog commit moves
+//! `main` of every table, or none). [`run`] chains them. It decides what the tables of each layer
+//! are and which rules they keep.
 //!
 //! It does not own the table format: catalogs, snapshots, manifests, branches and commits are
 //! `lake`'s, and `shack` only calls its public API (it knows nothing of manifests). It does not
@@ -34,6 +36,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod audits;
 pub mod bronze;
 pub mod config;
 mod error;
@@ -42,6 +45,7 @@ pub mod grade;
 mod layer;
 mod lines;
 pub mod publish;
+mod run;
 pub mod silver;
 mod tap;
 
@@ -52,6 +56,7 @@ pub use grade::{Audit, AuditResult, Grade, GradeContext, Verdict, grade};
 pub use publish::{
     PublishOutcome, PublishRecord, last_published, publish, publish_at_or_before, publishes,
 };
+pub use run::{RunOptions, RunReport, run};
 pub use silver::{BoilOptions, BoilReport, boil};
 pub use sugarbush::{NoProgress, Progress, Source};
-pub use tap::{BatchReport, DuplicateReport, TapOptions, TapReport, tap, thousands};
+pub use tap::{BatchReport, ChangedReport, DuplicateReport, TapOptions, TapReport, tap, thousands};

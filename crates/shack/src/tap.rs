@@ -450,6 +450,10 @@ struct Pending {
     data_files: Vec<DataFile>,
 }
 
+/// A landing file to read, with the hash bronze recorded for its name when it was tapped before
+/// (`None`: a name bronze has never seen).
+type ToRead = (LandedFile, Option<String>);
+
 /// Tap every landing file that had arrived by `through` into bronze, on `options.branch`.
 ///
 /// `warehouse_root` holds `landing/` (as written by `sugarbush`); the catalog may live anywhere.
@@ -493,7 +497,7 @@ pub async fn tap(
 
     // 5. What has arrived that bronze has not seen, and what it has seen that may have been
     //    rewritten since (with the hash it had then).
-    let mut arrived: Vec<(Source, Vec<(LandedFile, Option<String>)>)> = Vec::new();
+    let mut arrived: Vec<(Source, Vec<ToRead>)> = Vec::new();
     for (source, files) in listed {
         let mut todo = Vec::new();
         for f in files {

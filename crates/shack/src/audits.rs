@@ -1,0 +1,850 @@
+//! The four audits a run is graded by, as the story names them: **quarantine rate**,
+//! **conservation**, **fx coverage** and **reconciliation** ([`standard`]).
+//!
+//! Each reads exactly the snapshots grading recorded ([`GradeContext::sql`]: every table at its
+//! graded `audit` snapshot) and says PASS, WARN or BLOCK with one line. The judgements are pure
+//! functions of what the SQL returned ([`quarantine_rate`](crate::grade::quarantine_rate),
+//! [`conservation`], [`fx_coverage`], [`reconciliation`]), so their thresholds are tested on
+//! small inputs; the async wrappers only gather the numbers.
+//!
+//! - Quarantine rate: per source, the bronze rows that arrived since the last publish — the
+//!   `audit` snapshots after the one the last publish reached, through the graded one, counted
+//!   from their snapshot summaries — and how many of them `silver.quarantine` holds (by the
+//!   bronze snapshot each quarantined row's lineage names).
+//! - Conservation: `silver.payments` and `gold.fct_payments` agree on the number of payment
+//!   events and on their signed net per currency; and for every source, bronze rows = parsed +
+//!   duplicate deliveries + quarantined + CSV headers, difference exactly zero. It is counted
+//!   over whole tables from the tables themselves, not from the boil's own report: an audit
+//!   that believed the code it audits would not be one.
+//! - FX coverage: every USD event of `gold.fct_payments` has a rate; the reason names how old
+//!   the oldest rate used was (weekends and holidays use the last business day's).
+//! - Reconciliation: for every settlement line, `gold.mart_daily_cash` equals the processor's
+//!   gross, refunds and net to the cent. A gap on a day that closed less than
+//!   [`Settings::settling_hours`](crate::Settings::settling_hours) before the as-of warns (late
+//!   webhooks still settling); an older gap blocks.
+
+use std::collections::BTreeMap;
+
+use arrow::compute::cast;
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::DataType;
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use lake::{Catalog, SqlContext};
+use serde_json::json;
+use sugarbush::Source;
+
+use crate::bronze::{self, AUDIT_BRANCH};
+use crate::gold::{self, date_of};
+use crate::grade::{self, Audit, AuditFn, AuditResult, GradeContext, SourceIntake, Verdict};
+use crate::silver::parse::{self, Parsed};
+use crate::silver::tables as silver;
+use crate::tap::thousands;
+use crate::{Result, ShackError};
+
+/// The four audits, in the order the story prints them.
+pub fn standard() -> Vec<Box<dyn Audit>> {
+    vec![
+        Box::new(AuditFn::new("quarantine rate", quarantine_rate_audit)),
+        Box::new(AuditFn::new("conservation", conservation_audit)),
+        Box::new(AuditFn::new("fx coverage", fx_coverage_audit)),
+        Box::new(AuditFn::new("reconciliation", reconciliation_audit)),
+    ]
+}
+
+// ---- reading query results -------------------------------------------------------------------
+
+fn bad_result(what: &str, detail: impl Into<String>) -> ShackError {
+    ShackError::BadTable {
+        table: what.to_string(),
+        detail: detail.into(),
+    }
+}
+
+/// True when `table` has a graded `audit` snapshot (a table with none holds nothing to grade:
+/// a source nothing has arrived for yet).
+fn graded(ctx: &GradeContext, table: &str) -> bool {
+    ctx.snapshots.contains_key(table)
+}
+
+async fn query(sql: &SqlContext, what: &str, text: &str) -> Result<Vec<RecordBatch>> {
+    sql.query(text)
+        .await
+        .map_err(|e| ShackError::lake(format!("{what} ({text})"), e))
+}
+
+/// Column `col` of every batch as integers (any integer or date type; dates as epoch days).
+fn ints(batches: &[RecordBatch], col: usize, what: &str) -> Result<Vec<Option<i64>>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let Some(c) = b.columns().get(col) else {
+            return Err(bad_result(what, format!("no column {col}")));
+        };
+        let c = if matches!(c.data_type(), DataType::Date32) {
+            cast(c, &DataType::Int32).map_err(|e| bad_result(what, e.to_string()))?
+        } else {
+            c.clone()
+        };
+        let c = cast(&c, &DataType::Int64).map_err(|e| bad_result(what, e.to_string()))?;
+        let a = c
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| bad_result(what, "not an integer column"))?;
+        out.extend((0..a.len()).map(|i| (!a.is_null(i)).then(|| a.value(i))));
+    }
+    Ok(out)
+}
+
+/// Column `col` of every batch as strings.
+fn strings(batches: &[RecordBatch], col: usize, what: &str) -> Result<Vec<Option<String>>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let Some(c) = b.columns().get(col) else {
+            return Err(bad_result(what, format!("no column {col}")));
+        };
+        let c = cast(c, &DataType::Utf8).map_err(|e| bad_result(what, e.to_string()))?;
+        let a = c
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| bad_result(what, "not a string column"))?;
+        out.extend((0..a.len()).map(|i| (!a.is_null(i)).then(|| a.value(i).to_string())));
+    }
+    Ok(out)
+}
+
+/// The single integer a one-row aggregate returned (0 for no row or a null sum).
+fn scalar(batches: &[RecordBatch], col: usize, what: &str) -> Result<i64> {
+    Ok(ints(batches, col, what)?
+        .into_iter()
+        .next()
+        .flatten()
+        .unwrap_or(0))
+}
+
+fn money(minor: i64) -> String {
+    let sign = if minor < 0 { "-" } else { "+" };
+    let abs = minor.unsigned_abs();
+    format!("{sign}{}.{:02}", thousands(abs / 100), abs % 100)
+}
+
+// ---- 1. quarantine rate ------------------------------------------------------------------------
+
+/// What each source took in since the last publish: bronze rows from the snapshot summaries of
+/// the `audit` snapshots after the last publish's, quarantined rows by the bronze snapshot their
+/// lineage names.
+pub async fn intake_since_last_publish(
+    catalog: &Catalog,
+    ctx: &GradeContext,
+) -> Result<Vec<SourceIntake>> {
+    let mut intakes = Vec::new();
+    let mut by_snapshot: BTreeMap<i64, usize> = BTreeMap::new();
+    for source in Source::ALL {
+        let name = bronze::table_name(source);
+        let mut intake = SourceIntake {
+            source: source.as_str().to_string(),
+            ..SourceIntake::default()
+        };
+        if let Some(graded) = ctx.snapshots.get(&name).copied() {
+            let table = ctx.table(catalog, &name).await?;
+            let added = table
+                .snapshots_between(AUDIT_BRANCH, ctx.previous_snapshot(&name), Some(graded))
+                .map_err(|e| ShackError::lake(&name, e))?;
+            for s in added {
+                let rows = s
+                    .summary
+                    .get("added-records")
+                    .map(|v| v.parse::<u64>())
+                    .transpose()
+                    .map_err(|e| {
+                        bad_result(
+                            &name,
+                            format!("snapshot {}: added-records {e}", s.snapshot_id),
+                        )
+                    })?
+                    .unwrap_or(0);
+                intake.rows += rows;
+                by_snapshot.insert(s.snapshot_id, intakes.len());
+            }
+        }
+        intakes.push(intake);
+    }
+    if by_snapshot.is_empty() || !ctx.snapshots.contains_key(silver::QUARANTINE) {
+        return Ok(intakes);
+    }
+    let ids = by_snapshot
+        .keys()
+        .map(|id| id.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = ctx.sql(catalog).await?;
+    let rows = query(
+        &sql,
+        silver::QUARANTINE,
+        &format!(
+            "SELECT source, reason, _bronze_snapshot_id, count(*) FROM {} \
+             WHERE _bronze_snapshot_id IN ({ids}) GROUP BY source, reason, _bronze_snapshot_id",
+            silver::QUARANTINE
+        ),
+    )
+    .await?;
+    let reasons = strings(&rows, 1, silver::QUARANTINE)?;
+    let snapshots = ints(&rows, 2, silver::QUARANTINE)?;
+    let counts = ints(&rows, 3, silver::QUARANTINE)?;
+    for ((reason, snapshot), n) in reasons.into_iter().zip(snapshots).zip(counts) {
+        // A row's source is the bronze table its snapshot belongs to.
+        let Some(&i) = snapshot.and_then(|s| by_snapshot.get(&s)) else {
+            continue;
+        };
+        let reason = reason.unwrap_or_else(|| "no reason".to_string());
+        *intakes[i].quarantined.entry(reason).or_default() += n.unwrap_or(0).max(0) as u64;
+    }
+    Ok(intakes)
+}
+
+fn quarantine_rate_audit<'a>(
+    catalog: &'a Catalog,
+    ctx: &'a GradeContext,
+) -> BoxFuture<'a, Result<AuditResult>> {
+    async move {
+        let mut intakes = intake_since_last_publish(catalog, ctx).await?;
+        // A source nothing arrived for has nothing to say (the story's line names two).
+        intakes.retain(|i| i.rows > 0);
+        Ok(grade::quarantine_rate(&intakes, &ctx.settings))
+    }
+    .boxed()
+}
+
+// ---- 2. conservation ---------------------------------------------------------------------------
+
+/// Both sides of one source's bronze → silver count.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SourceBalance {
+    pub source: String,
+    pub bronze: i64,
+    /// Parsed rows including later deliveries of an id already taken.
+    pub parsed: i64,
+    pub quarantined: i64,
+    pub headers: i64,
+}
+
+impl SourceBalance {
+    /// Bronze rows not accounted for (negative: silver holds more than bronze gave).
+    pub fn difference(&self) -> i64 {
+        self.bronze - (self.parsed + self.quarantined + self.headers)
+    }
+}
+
+/// Payment events and their signed net per currency, as one layer holds them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EventTotals {
+    pub events: i64,
+    /// Captures positive, refunds negative, per currency.
+    pub net_minor: BTreeMap<String, i64>,
+}
+
+/// The conservation audit's judgement: BLOCK when silver and gold disagree on the count or the
+/// net of payment events, or any source's bronze rows are not exactly accounted for.
+pub fn conservation(
+    silver: &EventTotals,
+    gold: &EventTotals,
+    balances: &[SourceBalance],
+) -> AuditResult {
+    let mut problems = Vec::new();
+    if silver.events != gold.events {
+        problems.push(format!(
+            "silver has {} payment events, gold {}",
+            thousands(silver.events.max(0) as u64),
+            thousands(gold.events.max(0) as u64)
+        ));
+    }
+    let currencies: std::collections::BTreeSet<&String> = silver
+        .net_minor
+        .keys()
+        .chain(gold.net_minor.keys())
+        .collect();
+    for c in currencies {
+        let s = silver.net_minor.get(c).copied().unwrap_or(0);
+        let g = gold.net_minor.get(c).copied().unwrap_or(0);
+        if s != g {
+            problems.push(format!(
+                "{} net differs by {} (gold - silver)",
+                c.to_uppercase(),
+                money(g - s)
+            ));
+        }
+    }
+    for b in balances {
+        let d = b.difference();
+        if d != 0 {
+            problems.push(format!(
+                "{}: {} bronze rows, {} parsed + {} quarantined + {} headers ({} unaccounted)",
+                b.source, b.bronze, b.parsed, b.quarantined, b.headers, d
+            ));
+        }
+    }
+    let evidence = json!({
+        "silver": silver,
+        "gold": gold,
+        "sources": balances,
+    });
+    if problems.is_empty() {
+        let rows: i64 = balances.iter().map(|b| b.bronze).sum();
+        AuditResult::new(
+            "conservation",
+            Verdict::Pass,
+            format!(
+                "{} events, same count and same net in silver and gold; {} bronze rows all accounted for",
+                thousands(silver.events.max(0) as u64),
+                thousands(rows.max(0) as u64)
+            ),
+            evidence,
+        )
+    } else {
+        AuditResult::new(
+            "conservation",
+            Verdict::Block,
+            problems.join("; "),
+            evidence,
+        )
+    }
+}
+
+async fn event_totals(
+    ctx: &GradeContext,
+    sql: &SqlContext,
+    table: &str,
+    signed: &str,
+) -> Result<EventTotals> {
+    if !graded(ctx, table) {
+        return Ok(EventTotals::default());
+    }
+    let rows = query(
+        sql,
+        table,
+        &format!("SELECT currency, count(*), sum({signed}) FROM {table} GROUP BY currency"),
+    )
+    .await?;
+    let currencies = strings(&rows, 0, table)?;
+    let counts = ints(&rows, 1, table)?;
+    let nets = ints(&rows, 2, table)?;
+    let mut t = EventTotals::default();
+    for ((c, n), net) in currencies.into_iter().zip(counts).zip(nets) {
+        t.events += n.unwrap_or(0);
+        *t.net_minor
+            .entry(c.unwrap_or_else(|| "(none)".to_string()))
+            .or_default() += net.unwrap_or(0);
+    }
+    Ok(t)
+}
+
+/// CSV header lines among a bronze table's rows (the parser decides what a header is).
+async fn headers(ctx: &GradeContext, sql: &SqlContext, source: Source) -> Result<i64> {
+    if !graded(ctx, &bronze::table_name(source)) {
+        return Ok(0);
+    }
+    let (table, first_field) = match source {
+        Source::FxRates => (bronze::table_name(source), "rate_date"),
+        Source::Settlements => (bronze::table_name(source), "settlement_date"),
+        // JSON-lines sources have no header line.
+        Source::Orders | Source::Payments => return Ok(0),
+    };
+    let rows = query(
+        sql,
+        &table,
+        &format!("SELECT _raw FROM {table} WHERE strpos(_raw, '{first_field}') > 0"),
+    )
+    .await?;
+    let mut n = 0;
+    for raw in strings(&rows, 0, &table)?.into_iter().flatten() {
+        let header = match source {
+            Source::FxRates => matches!(parse::parse_fx(&raw, true), Parsed::Header),
+            _ => matches!(parse::parse_settlement(&raw, true), Parsed::Header),
+        };
+        n += i64::from(header);
+    }
+    Ok(n)
+}
+
+/// The one number `text` returns over `table`, or 0 when `table` is not graded.
+async fn count_if_graded(
+    ctx: &GradeContext,
+    sql: &SqlContext,
+    table: &str,
+    text: &str,
+) -> Result<i64> {
+    if !graded(ctx, table) {
+        return Ok(0);
+    }
+    scalar(&query(sql, table, text).await?, 0, table)
+}
+
+async fn source_balances(ctx: &GradeContext, sql: &SqlContext) -> Result<Vec<SourceBalance>> {
+    let quarantine = if !graded(ctx, silver::QUARANTINE) {
+        Vec::new()
+    } else {
+        query(
+            sql,
+            silver::QUARANTINE,
+            &format!(
+                "SELECT source, count(*) FROM {} GROUP BY source",
+                silver::QUARANTINE
+            ),
+        )
+        .await?
+    };
+    let q: BTreeMap<String, i64> = strings(&quarantine, 0, silver::QUARANTINE)?
+        .into_iter()
+        .zip(ints(&quarantine, 1, silver::QUARANTINE)?)
+        .filter_map(|(s, n)| Some((s?, n.unwrap_or(0))))
+        .collect();
+    let mut out = Vec::new();
+    for source in Source::ALL {
+        let table = bronze::table_name(source);
+        let bronze_rows =
+            count_if_graded(ctx, sql, &table, &format!("SELECT count(*) FROM {table}")).await?;
+        // The append-only silver table that holds every parsed row of the source (settlements
+        // keep the latest publication per day and currency, with how many there were).
+        let (parsed_table, parsed_sql) = match source {
+            Source::Payments => (silver::PAYMENT_EVENTS, "count(*)"),
+            Source::Orders => (silver::ORDER_CHANGES, "count(*)"),
+            Source::FxRates => (silver::FX_RATE_HISTORY, "count(*)"),
+            Source::Settlements => (silver::SETTLEMENTS, "sum(publications)"),
+        };
+        let parsed = count_if_graded(
+            ctx,
+            sql,
+            parsed_table,
+            &format!("SELECT {parsed_sql} FROM {parsed_table}"),
+        )
+        .await?;
+        out.push(SourceBalance {
+            source: source.as_str().to_string(),
+            bronze: bronze_rows,
+            parsed,
+            quarantined: q.get(source.as_str()).copied().unwrap_or(0),
+            headers: headers(ctx, sql, source).await?,
+        });
+    }
+    Ok(out)
+}
+
+fn conservation_audit<'a>(
+    catalog: &'a Catalog,
+    ctx: &'a GradeContext,
+) -> BoxFuture<'a, Result<AuditResult>> {
+    async move {
+        let sql = ctx.sql(catalog).await?;
+        let silver_totals = event_totals(
+            ctx,
+            &sql,
+            silver::PAYMENTS,
+            "CASE WHEN event_type = 'refund' THEN -amount_minor ELSE amount_minor END",
+        )
+        .await?;
+        let gold_totals = event_totals(ctx, &sql, gold::FCT_PAYMENTS, "amount_minor").await?;
+        let balances = source_balances(ctx, &sql).await?;
+        Ok(conservation(&silver_totals, &gold_totals, &balances))
+    }
+    .boxed()
+}
+
+// ---- 3. fx coverage ------------------------------------------------------------------------------
+
+/// The FX-coverage audit's judgement, given how many USD events there are, which have no rate
+/// (a few of their ids) and the oldest rate used, in days before its event's processor date.
+pub fn fx_coverage(
+    usd_events: i64,
+    without_rate: i64,
+    examples: &[String],
+    oldest_days: Option<i64>,
+) -> AuditResult {
+    let evidence = json!({
+        "usd_events": usd_events,
+        "without_rate": without_rate,
+        "examples": examples,
+        "oldest_rate_days": oldest_days,
+    });
+    if without_rate > 0 {
+        let more = if without_rate as usize > examples.len() {
+            ", …"
+        } else {
+            ""
+        };
+        return AuditResult::new(
+            "fx coverage",
+            Verdict::Block,
+            format!(
+                "{} of {} USD events have no rate on or before their day ({}{more})",
+                thousands(without_rate as u64),
+                thousands(usd_events.max(0) as u64),
+                examples.join(", ")
+            ),
+            evidence,
+        );
+    }
+    let reason = match oldest_days {
+        None => "no USD events".to_string(),
+        Some(d) => format!(
+            "every USD event has a rate; the oldest used is {d} day{} old",
+            if d == 1 { "" } else { "s" }
+        ),
+    };
+    AuditResult::new("fx coverage", Verdict::Pass, reason, evidence)
+}
+
+fn fx_coverage_audit<'a>(
+    catalog: &'a Catalog,
+    ctx: &'a GradeContext,
+) -> BoxFuture<'a, Result<AuditResult>> {
+    async move {
+        let t = gold::FCT_PAYMENTS;
+        if !graded(ctx, t) {
+            return Ok(fx_coverage(0, 0, &[], None));
+        }
+        let sql = ctx.sql(catalog).await?;
+        let totals = query(
+            &sql,
+            t,
+            &format!(
+                "SELECT count(*), count(*) FILTER (WHERE fx_rate_micros IS NULL OR fx_rate_date IS NULL) \
+                 FROM {t} WHERE lower(currency) = 'usd'"
+            ),
+        )
+        .await?;
+        let usd = scalar(&totals, 0, t)?;
+        let without = scalar(&totals, 1, t)?;
+        let examples = if without > 0 {
+            let rows = query(
+                &sql,
+                t,
+                &format!(
+                    "SELECT event_id, processor_date FROM {t} WHERE lower(currency) = 'usd' \
+                     AND (fx_rate_micros IS NULL OR fx_rate_date IS NULL) \
+                     ORDER BY processor_date, event_id LIMIT 3"
+                ),
+            )
+            .await?;
+            let ids = strings(&rows, 0, t)?;
+            let days = ints(&rows, 1, t)?;
+            ids.into_iter()
+                .zip(days)
+                .map(|(id, d)| {
+                    let day = d
+                        .and_then(|d| i32::try_from(d).ok())
+                        .map(|d| date_of(d).to_string())
+                        .unwrap_or_default();
+                    format!("{} on {day}", id.unwrap_or_default())
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // The oldest rate used: the largest gap between an event's processor date and the date
+        // of the rate it converted at.
+        let gaps = query(
+            &sql,
+            t,
+            &format!(
+                "SELECT processor_date, fx_rate_date FROM {t} WHERE lower(currency) = 'usd' \
+                 AND fx_rate_date IS NOT NULL GROUP BY processor_date, fx_rate_date"
+            ),
+        )
+        .await?;
+        let oldest = ints(&gaps, 0, t)?
+            .into_iter()
+            .zip(ints(&gaps, 1, t)?)
+            .filter_map(|(p, r)| Some(p? - r?))
+            .max();
+        Ok(fx_coverage(usd, without, &examples, oldest))
+    }
+    .boxed()
+}
+
+// ---- 4. reconciliation ---------------------------------------------------------------------------
+
+/// One settlement line beside gold's cash for its day and currency.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SettlementCheck {
+    pub day: NaiveDate,
+    pub currency: String,
+    /// The processor's gross, refunds, net.
+    pub settled: (i64, i64, i64),
+    /// Gold's captured, refunded, net (zeros when gold has no cash that day).
+    pub gold: (i64, i64, i64),
+}
+
+/// The reconciliation audit's judgement: every settlement line must equal gold's cash to the
+/// cent. A gap on a day that closed (its next midnight UTC) less than `settling_hours` before
+/// `as_of` is still settling (WARN); older gaps BLOCK. Lines are judged in day order.
+pub fn reconciliation(
+    lines: &[SettlementCheck],
+    as_of: DateTime<Utc>,
+    settling_hours: u32,
+) -> AuditResult {
+    let mut settling = Vec::new();
+    let mut broken = Vec::new();
+    let mut gaps = Vec::new();
+    for l in lines {
+        if l.settled == l.gold {
+            continue;
+        }
+        let closed = l
+            .day
+            .succ_opt()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| t.and_utc());
+        let still_settling =
+            closed.is_some_and(|c| as_of - c < Duration::hours(i64::from(settling_hours)));
+        let gap = format!(
+            "{} {} net off by {}",
+            l.day,
+            l.currency.to_uppercase(),
+            money(l.gold.2 - l.settled.2)
+        );
+        gaps.push(json!({
+            "day": l.day.to_string(),
+            "currency": l.currency,
+            "settled": [l.settled.0, l.settled.1, l.settled.2],
+            "gold": [l.gold.0, l.gold.1, l.gold.2],
+            "settling": still_settling,
+        }));
+        if still_settling {
+            settling.push(gap);
+        } else {
+            broken.push(gap);
+        }
+    }
+    let evidence = json!({
+        "settlement_lines": lines.len(),
+        "settling_hours": settling_hours,
+        "gaps": gaps,
+    });
+    let first3 = |v: &[String]| {
+        let more = if v.len() > 3 {
+            format!(" … ({} in all)", v.len())
+        } else {
+            String::new()
+        };
+        format!("{}{more}", v[..v.len().min(3)].join("; "))
+    };
+    if !broken.is_empty() {
+        let mut reason = first3(&broken);
+        if !settling.is_empty() {
+            reason.push_str(&format!("; and {} still settling", settling.len()));
+        }
+        AuditResult::new("reconciliation", Verdict::Block, reason, evidence)
+    } else if !settling.is_empty() {
+        AuditResult::new(
+            "reconciliation",
+            Verdict::Warn,
+            format!("still settling: {}", first3(&settling)),
+            evidence,
+        )
+    } else if lines.is_empty() {
+        AuditResult::new(
+            "reconciliation",
+            Verdict::Pass,
+            "no settlement has arrived yet",
+            evidence,
+        )
+    } else {
+        AuditResult::new(
+            "reconciliation",
+            Verdict::Pass,
+            format!(
+                "{} settlement lines match to the cent",
+                thousands(lines.len() as u64)
+            ),
+            evidence,
+        )
+    }
+}
+
+fn reconciliation_audit<'a>(
+    catalog: &'a Catalog,
+    ctx: &'a GradeContext,
+) -> BoxFuture<'a, Result<AuditResult>> {
+    async move {
+        if !graded(ctx, silver::SETTLEMENTS) || !graded(ctx, gold::MART_DAILY_CASH) {
+            return Ok(reconciliation(&[], ctx.as_of, ctx.settings.settling_hours));
+        }
+        let sql = ctx.sql(catalog).await?;
+        let what = "settlements against gold.mart_daily_cash";
+        let rows = query(
+            &sql,
+            what,
+            &format!(
+                "SELECT s.settlement_date, s.currency, s.gross_minor, s.refunds_minor, s.net_minor, \
+                 coalesce(c.captured_minor, 0), coalesce(c.refunded_minor, 0), coalesce(c.net_minor, 0) \
+                 FROM {} s LEFT JOIN {} c \
+                 ON c.processor_date = s.settlement_date AND lower(c.currency) = lower(s.currency) \
+                 ORDER BY s.settlement_date, s.currency",
+                silver::SETTLEMENTS,
+                gold::MART_DAILY_CASH
+            ),
+        )
+        .await?;
+        let days = ints(&rows, 0, what)?;
+        let currencies = strings(&rows, 1, what)?;
+        let cols = (2..8)
+            .map(|i| ints(&rows, i, what))
+            .collect::<Result<Vec<_>>>()?;
+        let mut lines = Vec::with_capacity(days.len());
+        for (i, (day, currency)) in days.into_iter().zip(currencies).enumerate() {
+            let v = |c: usize| cols[c][i].unwrap_or(0);
+            let Some(day) = day.and_then(|d| i32::try_from(d).ok()) else {
+                return Err(bad_result(what, "a settlement line without a date"));
+            };
+            lines.push(SettlementCheck {
+                day: date_of(day),
+                currency: currency.unwrap_or_default(),
+                settled: (v(0), v(1), v(2)),
+                gold: (v(3), v(4), v(5)),
+            });
+        }
+        Ok(reconciliation(
+            &lines,
+            ctx.as_of,
+            ctx.settings.settling_hours,
+        ))
+    }
+    .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(d: u32, h: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 8, d, h, 0, 0)
+            .single()
+            .expect("instant")
+    }
+
+    fn line(d: u32, currency: &str, settled_net: i64, gold_net: i64) -> SettlementCheck {
+        SettlementCheck {
+            day: NaiveDate::from_ymd_opt(2026, 8, d).expect("day"),
+            currency: currency.to_string(),
+            settled: (settled_net, 0, settled_net),
+            gold: (gold_net, 0, gold_net),
+        }
+    }
+
+    #[test]
+    fn matching_lines_pass() {
+        let r = reconciliation(
+            &[line(15, "cad", 100, 100), line(15, "usd", 5, 5)],
+            at(17, 12),
+            48,
+        );
+        assert_eq!(r.verdict, Verdict::Pass);
+        assert_eq!(r.reason, "2 settlement lines match to the cent");
+    }
+
+    #[test]
+    fn a_gap_warns_while_settling_and_blocks_later() {
+        // 2026-08-16 closed at 2026-08-17 00:00; at 12:00 that is 12 hours: settling.
+        let lines = [line(16, "cad", 1_000_000, 970_199)];
+        let early = reconciliation(&lines, at(17, 12), 48);
+        assert_eq!(early.verdict, Verdict::Warn);
+        assert_eq!(
+            early.reason,
+            "still settling: 2026-08-16 CAD net off by -298.01"
+        );
+        // 47 hours after close: still settling; 48 hours: blocks.
+        assert_eq!(
+            reconciliation(&lines, at(18, 23), 48).verdict,
+            Verdict::Warn
+        );
+        let late = reconciliation(&lines, at(19, 0), 48);
+        assert_eq!(late.verdict, Verdict::Block);
+        assert_eq!(late.reason, "2026-08-16 CAD net off by -298.01");
+        // The window is a setting.
+        assert_eq!(reconciliation(&lines, at(19, 0), 72).verdict, Verdict::Warn);
+    }
+
+    #[test]
+    fn an_old_gap_blocks_even_beside_a_settling_one() {
+        let r = reconciliation(
+            &[line(10, "usd", 500, 400), line(16, "cad", 10, 20)],
+            at(17, 12),
+            48,
+        );
+        assert_eq!(r.verdict, Verdict::Block);
+        assert_eq!(
+            r.reason,
+            "2026-08-10 USD net off by -1.00; and 1 still settling"
+        );
+    }
+
+    #[test]
+    fn no_settlement_yet_passes() {
+        assert_eq!(reconciliation(&[], at(1, 0), 48).verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn conservation_blocks_on_count_net_or_unaccounted_rows() {
+        let totals = |events: i64, cad: i64| EventTotals {
+            events,
+            net_minor: BTreeMap::from([("cad".to_string(), cad)]),
+        };
+        let balanced = SourceBalance {
+            source: "payments".into(),
+            bronze: 10,
+            parsed: 8,
+            quarantined: 2,
+            headers: 0,
+        };
+        let ok = conservation(
+            &totals(8, 500),
+            &totals(8, 500),
+            std::slice::from_ref(&balanced),
+        );
+        assert_eq!(ok.verdict, Verdict::Pass, "{ok:?}");
+        assert_eq!(
+            ok.reason,
+            "8 events, same count and same net in silver and gold; 10 bronze rows all accounted for"
+        );
+        let fanned = conservation(&totals(8, 500), &totals(9, 500), &[]);
+        assert_eq!(fanned.verdict, Verdict::Block);
+        assert_eq!(fanned.reason, "silver has 8 payment events, gold 9");
+        let net = conservation(&totals(8, 500), &totals(8, 450), &[]);
+        assert_eq!(net.reason, "CAD net differs by -0.50 (gold - silver)");
+        let lost = SourceBalance {
+            parsed: 7,
+            ..balanced
+        };
+        let r = conservation(&totals(8, 500), &totals(8, 500), &[lost]);
+        assert_eq!(r.verdict, Verdict::Block);
+        assert_eq!(
+            r.reason,
+            "payments: 10 bronze rows, 7 parsed + 2 quarantined + 0 headers (1 unaccounted)"
+        );
+    }
+
+    #[test]
+    fn fx_coverage_blocks_on_a_missing_rate_and_names_the_oldest_used() {
+        let ok = fx_coverage(120, 0, &[], Some(2));
+        assert_eq!(ok.verdict, Verdict::Pass);
+        assert_eq!(
+            ok.reason,
+            "every USD event has a rate; the oldest used is 2 days old"
+        );
+        assert_eq!(fx_coverage(0, 0, &[], None).reason, "no USD events");
+        let r = fx_coverage(120, 4, &["evt_1 on 2026-08-01".to_string()], Some(0));
+        assert_eq!(r.verdict, Verdict::Block);
+        assert_eq!(
+            r.reason,
+            "4 of 120 USD events have no rate on or before their day (evt_1 on 2026-08-01, …)"
+        );
+    }
+
+    #[test]
+    fn money_is_signed_with_cents() {
+        assert_eq!(money(-29801), "-298.01");
+        assert_eq!(money(123_456_789), "+1,234,567.89");
+        assert_eq!(money(0), "+0.00");
+    }
+}

@@ -1,0 +1,283 @@
+//! The run's promises (tap → boil → finish → grade → publish), on the default season:
+//! the story's August 17 morning blocks and a replay publishes; a block moves no `main`; one run
+//! per day through the season equals one rebuild row for row; a reconciliation gap warns while
+//! its day is settling and blocks after.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::{DateTime, Duration, Utc};
+use common::*;
+use lake::At;
+use shack::grade::LAYERS;
+use shack::silver::tables as silver;
+use shack::{RunOptions, RunReport, Source, Verdict, gold, publish};
+
+async fn run(lake: &Lake, landing: &Path, through: DateTime<Utc>, replay: bool) -> RunReport {
+    run_with(
+        lake,
+        landing,
+        RunOptions {
+            replay,
+            ..RunOptions::new(through)
+        },
+    )
+    .await
+}
+
+async fn run_with(lake: &Lake, landing: &Path, options: RunOptions) -> RunReport {
+    let now_ms = options.through.timestamp_millis();
+    let r = shack::run(&lake.catalog, landing, &options, now_ms, &shack::NoProgress)
+        .await
+        .expect("run");
+    print!("{}", r.render());
+    r
+}
+
+fn verdict(r: &RunReport, audit: &str) -> Verdict {
+    r.grade
+        .results
+        .iter()
+        .find(|a| a.name == audit)
+        .map(|a| a.verdict)
+        .expect("the audit ran")
+}
+
+/// Every graded table's head on `branch`, in the newest catalog version.
+async fn heads(lake: &Lake, branch: &str) -> BTreeMap<String, Option<i64>> {
+    let head = lake.catalog.head().await.expect("head");
+    let mut out = BTreeMap::new();
+    for name in head.tables.keys() {
+        if LAYERS.iter().any(|ns| name.starts_with(&format!("{ns}."))) {
+            let t = lake.catalog.table_in(&head, name).await.expect("table");
+            out.insert(name.clone(), t.head(branch));
+        }
+    }
+    out
+}
+
+/// Every row of a table at `at` as a line of text, sorted.
+async fn table_rows(lake: &Lake, table: &str, at: &At) -> Vec<String> {
+    let t = lake.catalog.table(table).await.expect("table");
+    let batches = t.scan(at).await.expect("scan");
+    let mut out = Vec::new();
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            let cells: Vec<String> = b
+                .columns()
+                .iter()
+                .map(|c| arrow::util::display::array_value_to_string(c, i).expect("displayable"))
+                .collect();
+            out.push(cells.join("|"));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The story's August 17 morning: with only the old parser a fifth of the morning's payment
+/// events are quarantined as unsupported_api_version, the quarantine-rate audit blocks, and no
+/// table's `main` moves; with both parsers and a replay the same build passes and every `main`
+/// moves, in one catalog version, to exactly the graded snapshots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_august_17_morning_blocks_and_a_replay_publishes() {
+    let season = season();
+    let lake = Lake::new();
+    let first = run(&lake, &season, aug16(), false).await;
+    assert!(first.published(), "August 16 publishes");
+    let published = heads(&lake, "main").await;
+    assert!(published.values().all(Option::is_some), "{published:?}");
+
+    let morning = utc(2026, 8, 17, 12, 0, 0);
+    let blocked = run_with(
+        &lake,
+        &season,
+        RunOptions {
+            parsers: shack::silver::parse_version_list("2025-11-01"),
+            ..RunOptions::new(morning)
+        },
+    )
+    .await;
+    assert!(!blocked.published());
+    let q = &blocked.grade.results[0];
+    assert_eq!(
+        (q.name.as_str(), q.verdict),
+        ("quarantine rate", Verdict::Block)
+    );
+    let payments = &q.evidence["sources"]
+        .as_array()
+        .expect("sources")
+        .iter()
+        .find(|s| s["source"] == "payments")
+        .expect("payments arrived")
+        .clone();
+    let pct = payments["percent"].as_f64().expect("percent");
+    assert!((15.0..=25.0).contains(&pct), "about a fifth: {pct}");
+    assert!(
+        q.reason.contains("(mostly unsupported_api_version)"),
+        "{}",
+        q.reason
+    );
+    // Only what arrived since the last publish counts: the morning's rows, not the season's.
+    assert!(
+        payments["rows"].as_u64().expect("rows") < 1_000,
+        "{payments}"
+    );
+    assert_eq!(
+        blocked.publish.render(),
+        "Not published. gold still shows the build as of 2026-08-16 23:59 UTC."
+    );
+    assert_eq!(
+        heads(&lake, "main").await,
+        published,
+        "a block moves no main"
+    );
+    let log = publish::publishes(&lake.catalog).await.expect("log");
+    assert_eq!(
+        log.iter().map(|r| r.status()).collect::<Vec<_>>(),
+        ["published", "blocked"]
+    );
+    // gold at main is still August 16's.
+    let at_main = table_rows(&lake, gold::FCT_PAYMENTS, &At::Main).await;
+    let at_tag = table_rows(&lake, gold::FCT_PAYMENTS, &At::reference("publish-1")).await;
+    assert_eq!(at_main, at_tag);
+
+    let replayed = run(&lake, &season, morning, true).await;
+    assert!(replayed.tap.nothing_new(), "nothing is tapped twice");
+    assert_eq!(verdict(&replayed, "quarantine rate"), Verdict::Pass);
+    assert!(replayed.published(), "{}", replayed.render());
+    let moved = heads(&lake, "main").await;
+    for (table, snapshot) in replayed.grade.snapshots() {
+        assert_eq!(
+            moved[table],
+            Some(*snapshot),
+            "{table} at its graded snapshot"
+        );
+    }
+    for table in silver::TABLES.iter().chain(gold::TABLES.iter()) {
+        assert_ne!(moved[*table], published[*table], "{table} moved");
+    }
+    let version = publish::publish_version(&lake.catalog, &replayed.publish.record)
+        .await
+        .expect("version");
+    assert_eq!(version, Some(replayed.publish.version));
+    // The catalog version before the publish has no main moved; the publish's has all.
+    let before = lake
+        .catalog
+        .version(replayed.publish.version - 1)
+        .await
+        .expect("version before");
+    for table in silver::TABLES.iter().chain(gold::TABLES.iter()) {
+        let t = lake.catalog.table_in(&before, table).await.expect("table");
+        assert_eq!(
+            t.head("main"),
+            published[*table],
+            "{table} moved before the publish"
+        );
+    }
+    let quarantined = lake
+        .sql(
+            &At::Main,
+            "select count(*) as n from silver.quarantine where reason = 'unsupported_api_version'",
+        )
+        .await;
+    assert_eq!(int_column(&quarantined, "n"), [0]);
+}
+
+/// One run a day through the whole season, then one replay as of the same instant: every
+/// silver and gold table identical row for row. On the way: which audits warned or blocked,
+/// and the season's end published with every audit passing or warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daily_runs_through_the_season_equal_one_rebuild() {
+    let season = season();
+    let lake = Lake::new();
+    let first_day = utc(2026, 8, 1, 12, 0, 0);
+    let mut through = first_day;
+    let mut published = 0;
+    let mut blocked = Vec::new();
+    while through <= utc(2026, 11, 1, 12, 0, 0) {
+        let r = run(&lake, &season, through, false).await;
+        if r.published() {
+            published += 1;
+        } else {
+            blocked.push((through, r.grade.render()));
+        }
+        through += Duration::days(1);
+    }
+    through -= Duration::days(1);
+    println!("{published} published; blocked: {blocked:?}");
+    // The first noon has no settlement, no fx rate yet: nothing blocks a season that is right.
+    assert!(blocked.is_empty(), "{blocked:#?}");
+
+    let mut daily = BTreeMap::new();
+    for t in silver::TABLES.iter().chain(gold::TABLES.iter()) {
+        daily.insert(*t, table_rows(&lake, t, &At::reference("audit")).await);
+    }
+    let rebuilt = run(&lake, &season, through, true).await;
+    assert!(rebuilt.published());
+    for t in silver::TABLES.iter().chain(gold::TABLES.iter()) {
+        let again = table_rows(&lake, t, &At::Main).await;
+        assert_eq!(again.len(), daily[t].len(), "{t}: row count");
+        assert_eq!(again, daily[t], "{t}: row for row");
+    }
+    for r in &rebuilt.grade.results {
+        assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    }
+}
+
+/// A settlement that gold's cash does not match: while its day closed less than 48 hours ago
+/// the reconciliation warns (late webhooks may still come); after that it blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconciliation_gap_warns_while_settling_then_blocks() {
+    let landing = Landing::new();
+    landing.put(
+        Source::Settlements,
+        utc(2026, 8, 11, 6, 30, 0),
+        "2026-08-10",
+        b"settlement_date,currency,gross_minor,refunds_minor,net_minor\n2026-08-10,cad,22345,0,22345\n",
+    );
+    // One order and its capture of 100.00 CAD; the processor settles 223.45 for the day.
+    landing.put(
+        Source::Orders,
+        utc(2026, 8, 10, 11, 5, 0),
+        "cdc",
+        br#"{"op":"c","lsn":7,"before":null,"after":{"order_id":"ord_1","customer_id":"cus_1","status":"created","currency":"cad","total_minor":10000,"ship_region":"CA-NS","created_at":"2026-08-10T11:00:00.000Z","updated_at":"2026-08-10T11:00:00.000Z"},"ts_ms":1786359600000}
+"#,
+    );
+    landing.put(
+        Source::Payments,
+        utc(2026, 8, 10, 12, 5, 0),
+        "webhooks",
+        br#"{"id":"evt_1","type":"charge.succeeded","api_version":"2025-11-01","created":1786363200,"data":{"object":{"id":"ch_1","order_id":"ord_1","amount":10000,"currency":"cad"}}}
+"#,
+    );
+    landing.put(
+        Source::FxRates,
+        utc(2026, 8, 10, 21, 0, 0),
+        "2026-08-10",
+        b"rate_date,base,quote,rate\n2026-08-10,USD,CAD,1.370000\n",
+    );
+    let lake = Lake::new();
+    let settling = run(&lake, landing.root(), utc(2026, 8, 11, 12, 0, 0), false).await;
+    assert_eq!(verdict(&settling, "reconciliation"), Verdict::Warn);
+    assert_eq!(
+        settling.grade.results[3].reason,
+        "still settling: 2026-08-10 CAD net off by -123.45"
+    );
+    assert!(settling.published(), "a warning does not block");
+    let still = run(&lake, landing.root(), utc(2026, 8, 12, 23, 59, 0), false).await;
+    assert_eq!(verdict(&still, "reconciliation"), Verdict::Warn);
+    let late = run(&lake, landing.root(), utc(2026, 8, 13, 0, 0, 0), false).await;
+    assert_eq!(verdict(&late, "reconciliation"), Verdict::Block);
+    assert_eq!(
+        late.grade.results[3].reason,
+        "2026-08-10 CAD net off by -123.45"
+    );
+    assert!(!late.published());
+    assert_eq!(
+        late.publish.render(),
+        "Not published. gold still shows the build as of 2026-08-12 23:59 UTC."
+    );
+}
