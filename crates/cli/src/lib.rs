@@ -390,6 +390,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let report = shack::run(&lake, &cli.warehouse, &options, now_ms, &bar).await;
             bar.finish();
             let report = report?;
+            // Wall clock goes to stderr: stdout is the same on every run.
+            eprintln!("run: {}", report.render_timings());
             if *format == Format::Json {
                 say!("{}", serde_json::to_string_pretty(&report.to_json())?);
             } else {

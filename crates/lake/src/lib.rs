@@ -40,6 +40,7 @@ mod storage;
 mod table;
 mod types;
 mod verify;
+mod work;
 mod write;
 
 use std::collections::{BTreeMap, HashMap};

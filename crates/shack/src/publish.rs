@@ -402,11 +402,9 @@ async fn read_log(table: &Table) -> Result<Vec<PublishRecord>> {
     Ok(out)
 }
 
-/// The log as it stood in catalog version `v` (empty when it did not exist yet).
-pub(crate) async fn read_log_in(
-    catalog: &Catalog,
-    v: &CatalogVersion,
-) -> Result<Vec<PublishRecord>> {
+/// The log as it stood in catalog version `v` (empty when it did not exist yet): with the
+/// tables of the same version, what a reader of that version sees published.
+pub async fn read_log_in(catalog: &Catalog, v: &CatalogVersion) -> Result<Vec<PublishRecord>> {
     match catalog.table_in(v, LOG_TABLE).await {
         Ok(t) => read_log(&t).await,
         Err(LakeError::NoSuchTable { .. }) => Ok(Vec::new()),

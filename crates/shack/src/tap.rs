@@ -78,6 +78,10 @@ pub struct TapOptions {
     /// Unnamed files younger than this are left alone by the orphan sweep: a writer may still be
     /// about to commit them. See the module docs.
     pub orphan_grace: Duration,
+    /// Sweep orphans before tapping (default). A sweep reads every kept catalog version's
+    /// metadata and manifests, so its cost grows with the lake's history; [`crate::run`] turns
+    /// it off unless an earlier run was interrupted (see its docs).
+    pub sweep_orphans: bool,
     /// At most this many lines per Arrow batch (and so per data file write).
     pub max_batch_rows: usize,
     /// At most about this many bytes of lines per Arrow batch.
@@ -89,6 +93,7 @@ impl Default for TapOptions {
         TapOptions {
             branch: bronze::AUDIT_BRANCH.to_string(),
             orphan_grace: Duration::from_secs(60 * 60),
+            sweep_orphans: true,
             max_batch_rows: 64 * 1024,
             max_batch_bytes: 64 * 1024 * 1024,
         }
@@ -474,12 +479,16 @@ pub async fn tap(
     let listed = list_landing(warehouse_root, through)?;
 
     // 2. Orphans first, before this run writes anything of its own.
-    progress.message("removing orphans");
-    let grace_ms = i64::try_from(options.orphan_grace.as_millis()).unwrap_or(i64::MAX);
-    let orphans = catalog
-        .remove_orphans(Utc::now().timestamp_millis(), grace_ms)
-        .await
-        .map_err(|e| ShackError::lake("the catalog", e))?;
+    let orphans = if options.sweep_orphans {
+        progress.message("removing orphans");
+        let grace_ms = i64::try_from(options.orphan_grace.as_millis()).unwrap_or(i64::MAX);
+        catalog
+            .remove_orphans(Utc::now().timestamp_millis(), grace_ms)
+            .await
+            .map_err(|e| ShackError::lake("the catalog", e))?
+    } else {
+        lake::OrphanReport::default()
+    };
 
     // 3. The tables, all read at one catalog version.
     let (tables, created_tables) = open_tables(catalog).await?;
