@@ -1,0 +1,333 @@
+//! `sugarshack run` as a scheduler meets it: the story's August 17 morning with its exit codes;
+//! the process killed (SIGKILL) at random moments, restarted each time, never leaving one table's
+//! `main` at another publish than the rest and ending equal to an uninterrupted lake; two runs at
+//! once never publishing a mix.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lake::{At, Catalog};
+
+/// The exit status of a blocked run (documented in `sugarshack run --help`).
+const BLOCKED: i32 = 3;
+
+fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(support::program());
+    cmd.current_dir(dir)
+        .args(args)
+        .env_remove("SUGARSHACK_FAILPOINT")
+        .env_remove("SUGAR_PARSERS")
+        .env_remove("SUGARSHACK_CATALOG")
+        .env_remove("SUGARSHACK_WAREHOUSE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+fn sugarshack(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    command(dir, args, env).output().expect("run sugarshack")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn season(dir: &Path) {
+    let o = sugarshack(dir, &["sugarbush"], &[]);
+    assert!(o.status.success(), "sugarbush: {}", stderr(&o));
+}
+
+fn open(dir: &Path) -> Catalog {
+    Catalog::open_local(dir.join("catalog"), dir.join("warehouse")).expect("open the lake")
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn graded(name: &str) -> bool {
+    ["bronze.", "silver.", "gold."]
+        .iter()
+        .any(|ns| name.starts_with(ns))
+}
+
+/// In ONE catalog version: every graded table's `main`, and the snapshots the last publish
+/// recorded in that version's publish log. They must be the same map: every table at one
+/// publish. Returns the number of publishes so far.
+async fn assert_one_publish(catalog: &Catalog, when: &str) -> usize {
+    let head = catalog.head().await.expect("head");
+    let log = shack::publish::read_log_in(catalog, &head)
+        .await
+        .expect("publish log");
+    let last = log.iter().rev().find(|r| r.is_published());
+    for name in head.tables.keys().filter(|n| graded(n)) {
+        let t = catalog.table_in(&head, name).await.expect("table");
+        let main = t.head("main");
+        let published = last.and_then(|r| r.snapshots.get(name).copied());
+        assert_eq!(
+            main, published,
+            "{when}: {name}'s main is not at the last publish (catalog version {})",
+            head.version
+        );
+    }
+    log.iter().filter(|r| r.is_published()).count()
+}
+
+/// Columns that name a run rather than hold data: tap ids and wall-clock instants, and snapshot
+/// ids and sequence numbers (the same rows committed by other commits).
+const RUN_SPECIFIC: [&str; 5] = [
+    "tap_id",
+    "tapped_at",
+    "snapshot_id",
+    "sequence_number",
+    "_bronze_snapshot_id",
+];
+
+/// Every graded table at `main`, each row as text without run-specific columns, sorted.
+async fn lake_rows(catalog: &Catalog) -> BTreeMap<String, Vec<String>> {
+    let head = catalog.head().await.expect("head");
+    let mut out = BTreeMap::new();
+    for name in head.tables.keys().filter(|n| graded(n)) {
+        let t = catalog.table_in(&head, name).await.expect("table");
+        let mut rows = Vec::new();
+        for b in t.scan(&At::Main).await.expect("scan") {
+            let schema = b.schema();
+            let keep: Vec<usize> = (0..b.num_columns())
+                .filter(|i| !RUN_SPECIFIC.contains(&schema.field(*i).name().as_str()))
+                .collect();
+            for r in 0..b.num_rows() {
+                let cells: Vec<String> = keep
+                    .iter()
+                    .map(|i| {
+                        arrow::util::display::array_value_to_string(b.column(*i), r)
+                            .expect("displayable")
+                    })
+                    .collect();
+                rows.push(cells.join("|"));
+            }
+        }
+        rows.sort();
+        out.insert(name.clone(), rows);
+    }
+    out
+}
+
+/// The story's August 17 morning, as a scheduler sees it: 0 when published, 3 when an audit
+/// blocks, 1 on an error — and the lines the story prints.
+#[test]
+fn the_august_17_morning_exits_3_then_a_replay_exits_0() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    season(dir);
+    let o = sugarshack(dir, &["run", "--through", "2026-08-16"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).ends_with("Published gold as of 2026-08-16 23:59 UTC.\n"),
+        "{}",
+        stdout(&o)
+    );
+
+    let morning = ["run", "--through", "2026-08-17T12:00"];
+    let o = sugarshack(dir, &morning, &[("SUGAR_PARSERS", "2025-11-01")]);
+    let out = stdout(&o);
+    print!("{out}");
+    assert_eq!(o.status.code(), Some(BLOCKED), "{out}{}", stderr(&o));
+    assert!(out.starts_with("as of 2026-08-17 12:00 UTC\n"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("  BLOCK  quarantine rate  "))
+        .expect("the quarantine audit blocks");
+    assert!(
+        line.contains("payments 2") && line.contains("(mostly unsupported_api_version)"),
+        "{line}"
+    );
+    for audit in ["conservation", "fx coverage", "reconciliation"] {
+        assert!(
+            out.lines()
+                .any(|l| l.contains(&format!(" {audit} ")) && !l.contains("BLOCK")),
+            "{audit} does not block: {out}"
+        );
+    }
+    assert!(
+        out.ends_with("\nNot published. gold still shows the build as of 2026-08-16 23:59 UTC.\n"),
+        "{out}"
+    );
+
+    let mut replay = morning.to_vec();
+    replay.push("--replay");
+    let o = sugarshack(dir, &replay, &[]);
+    let out = stdout(&o);
+    print!("{out}");
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("  nothing new has arrived\n"), "{out}");
+    assert!(out.contains("  PASS   quarantine rate  "), "{out}");
+    assert!(
+        out.ends_with("\nPublished gold as of 2026-08-17 12:00 UTC.\n"),
+        "{out}"
+    );
+
+    // An error is neither: a parser the registry does not know.
+    let o = sugarshack(dir, &morning, &[("SUGAR_PARSERS", "1999-01-01")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stderr(&o).contains("1999-01-01"), "{}", stderr(&o));
+    rt().block_on(async {
+        assert_eq!(assert_one_publish(&open(dir), "after the story").await, 2);
+    });
+}
+
+/// A deterministic stream of kill delays (xorshift; no wall clock decides what is tested).
+struct Delays(u64);
+
+impl Delays {
+    /// The next delay, uniform in [lo, hi) milliseconds.
+    fn next_ms(&mut self, lo: u64, hi: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        lo + self.0 % (hi - lo)
+    }
+}
+
+/// Kill `sugarshack run` with SIGKILL at pseudo-random moments, many times over a stretch of the
+/// season, restarting each time. After every kill: in one catalog version, every table's `main`
+/// is at the last publish (never some moved and others not). At the end: the lake equals one
+/// that ran the same days uninterrupted, row for row, every bronze, silver and gold table —
+/// nothing tapped lost or doubled.
+#[test]
+fn killed_at_random_moments_every_main_stays_at_one_publish() {
+    let killed = tempfile::tempdir().expect("tempdir");
+    let calm = tempfile::tempdir().expect("tempdir");
+    season(killed.path());
+    season(calm.path());
+    let days: Vec<String> = (10..=19).map(|d| format!("2026-08-{d}T12:00")).collect();
+    let rt = rt();
+    let mut delays = Delays(0x5eed_cafe_f00d_0017);
+    let mut kills = 0;
+    let mut finished_before_kill = 0;
+    for day in &days {
+        // Up to four kills a day, then a run left to finish.
+        for attempt in 0..=4 {
+            let args = ["run", "--through", day.as_str()];
+            if attempt == 4 {
+                let o = sugarshack(killed.path(), &args, &[]);
+                assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+                break;
+            }
+            let mut child = command(killed.path(), &args, &[])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn sugarshack run");
+            let delay = Duration::from_millis(delays.next_ms(20, 1_500));
+            let start = Instant::now();
+            let mut done = None;
+            while start.elapsed() < delay {
+                if let Some(status) = child.try_wait().expect("wait") {
+                    done = Some(status);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            match done {
+                Some(status) => {
+                    assert_eq!(status.code(), Some(0), "{day}: an unkilled run published");
+                    finished_before_kill += 1;
+                }
+                None => {
+                    child.kill().expect("SIGKILL");
+                    child.wait().expect("reap");
+                    kills += 1;
+                }
+            }
+            rt.block_on(assert_one_publish(
+                &open(killed.path()),
+                &format!("{day}, after attempt {attempt}"),
+            ));
+        }
+        let o = sugarshack(calm.path(), &["run", "--through", day.as_str()], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    }
+    println!(
+        "{kills} kills over {} days ({finished_before_kill} runs finished before their kill)",
+        days.len()
+    );
+    assert!(kills >= 20, "only {kills} kills landed mid-run");
+    rt.block_on(async {
+        let k = open(killed.path());
+        let c = open(calm.path());
+        assert_one_publish(&k, "at the end").await;
+        let (a, b) = (lake_rows(&k).await, lake_rows(&c).await);
+        assert_eq!(
+            a.keys().collect::<Vec<_>>(),
+            b.keys().collect::<Vec<_>>(),
+            "the same tables"
+        );
+        for (table, rows) in &b {
+            assert!(!rows.is_empty() || table.ends_with("quarantine"), "{table}");
+            assert_eq!(a[table].len(), rows.len(), "{table}: row count");
+            assert_eq!(&a[table], rows, "{table}: row for row");
+        }
+    });
+    // The lake's own check: every file every kept version names is there.
+    let o = sugarshack(killed.path(), &["verify"], &[]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+}
+
+/// Two runs at once on one lake: one publishes; the other publishes after it (each publish
+/// moving every table) or stops with a clear conflict — never a mixed publish.
+#[test]
+fn two_runs_at_once_never_publish_a_mix() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    season(dir);
+    let o = sugarshack(dir, &["run", "--through", "2026-08-16"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (i, day) in ["2026-08-17T12:00", "2026-08-18T12:00"].iter().enumerate() {
+        let spawn = || {
+            command(dir, &["run", "--through", day], &[])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        };
+        let (a, b) = (spawn(), spawn());
+        let outs = [
+            a.wait_with_output().expect("wait"),
+            b.wait_with_output().expect("wait"),
+        ];
+        let codes: Vec<Option<i32>> = outs.iter().map(|o| o.status.code()).collect();
+        println!("{day}: exit codes {codes:?}");
+        assert!(codes.contains(&Some(0)), "one of them publishes: {codes:?}");
+        for o in &outs {
+            match o.status.code() {
+                Some(0) => {}
+                Some(1) => {
+                    let e = stderr(o);
+                    println!("{day}: the other stopped: {e}");
+                    assert!(
+                        e.contains("conflict") || e.contains("another"),
+                        "a clear conflict message: {e}"
+                    );
+                }
+                other => panic!("{day}: exit {other:?}: {}{}", stdout(o), stderr(o)),
+            }
+        }
+        rt().block_on(async {
+            let n = assert_one_publish(&open(dir), day).await;
+            assert!(n >= 2 + i, "{day}: {n} publishes");
+        });
+    }
+}
