@@ -309,6 +309,37 @@ impl Catalog {
         .map(Some)
     }
 
+    /// A read-only view of a table as a staged, uncommitted change would leave it: scan it,
+    /// read its snapshots and refs, to build the next stage of a multi-table commit on data
+    /// that is not committed yet (`None` for a change that installs no metadata). Its metadata
+    /// location is a placeholder no commit can take for a base, so a change staged on the view
+    /// itself is refused as a conflict; stage on the real table instead.
+    pub fn staged_view(&self, change: &TableChange) -> Result<Option<Table>> {
+        let Some(md) = change.metadata() else {
+            return Ok(None);
+        };
+        let base = change
+            .base
+            .clone()
+            .unwrap_or_else(|| self.default_table_location(&change.table));
+        let location = format!(
+            "{base}#staged-{}",
+            change
+                .snapshot_id
+                .map(|s| s.to_string())
+                .unwrap_or_default()
+        );
+        // Version 0: a view belongs to no catalog version.
+        self.table_with(
+            change.table.clone(),
+            md.clone(),
+            location,
+            0,
+            change.refs.clone(),
+        )
+        .map(Some)
+    }
+
     /// Load a table from an already-read catalog version.
     pub async fn table_in(&self, v: &CatalogVersion, name: &str) -> Result<Table> {
         let name = TableName::parse(name)?;

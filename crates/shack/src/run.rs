@@ -15,6 +15,10 @@
 //! manifests are read). The marks found are taken back once a sweep left nothing waiting out
 //! its grace period. `sugarshack tap` alone always sweeps; `maintain` sweeps whatever is left.
 //!
+//! The boil and the finish are staged, then committed in ONE catalog version: silver and the
+//! gold built from it land together, gold's watermarks naming the silver snapshots of the same
+//! commit.
+//!
 //! A step that fails stops the run before anything later: a failed error-severity check in the
 //! boil stops it before grading, an error anywhere stops it before the publish. Nothing of a
 //! failed step is committed, and what earlier steps committed is on `audit` only, where the next
@@ -29,10 +33,10 @@ use serde::Serialize;
 use crate::audits;
 use crate::bronze::AUDIT_BRANCH;
 use crate::config::Settings;
-use crate::gold::{FinishOptions, FinishReport, finish};
+use crate::gold::{FinishOptions, FinishReport, stage_finish};
 use crate::grade::{self, Grade, LAYERS};
 use crate::publish::{self, PublishOutcome};
-use crate::silver::{BoilOptions, BoilReport, boil, known_versions};
+use crate::silver::{BoilOptions, BoilReport, known_versions, stage_boil};
 use crate::tap::{TapOptions, TapReport, tap};
 use crate::{Progress, Result, ShackError};
 
@@ -195,7 +199,9 @@ pub async fn run(
     )
     .await?;
     lap("tap");
-    let boil = boil(
+    // Silver and gold are staged, then committed together: no catalog version ever shows
+    // silver moved on `audit` and gold not.
+    let staged_boil = stage_boil(
         catalog,
         &BoilOptions {
             branch: AUDIT_BRANCH.to_string(),
@@ -206,15 +212,39 @@ pub async fn run(
     )
     .await?;
     lap("boil");
-    let finish = finish(
+    let staged_finish = stage_finish(
         catalog,
         &FinishOptions {
             replay: options.replay,
             ..FinishOptions::with_settings(options.through, &options.settings)
         },
+        &staged_boil.changes,
         progress,
     )
     .await?;
+    let mut boil = staged_boil.report;
+    let mut finish = staged_finish.report;
+    let message = if staged_boil.changes.is_empty() {
+        staged_finish.message
+    } else {
+        format!("{}; {}", staged_boil.message, staged_finish.message)
+    };
+    let mut properties = staged_boil.properties;
+    properties.extend(staged_finish.properties);
+    let mut changes = staged_boil.changes;
+    changes.extend(staged_finish.changes);
+    progress.message("committing silver and gold");
+    let committed = catalog
+        .commit(changes, "boil+finish", &message, properties)
+        .await
+        .map_err(|e| match e {
+            lake::LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
+            e => ShackError::lake("the run's silver and gold commit", e),
+        })?;
+    if !boil.tables.is_empty() {
+        boil.catalog_version = Some(committed.version);
+    }
+    finish.catalog_version = Some(committed.version);
     lap("finish");
     progress.message("grading");
     let grade = grade::grade(

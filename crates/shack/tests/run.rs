@@ -146,6 +146,39 @@ async fn the_august_17_morning_blocks_and_a_replay_publishes() {
 
     let replayed = run(&lake, &season, morning, true).await;
     assert!(replayed.tap.nothing_new(), "nothing is tapped twice");
+    // Silver and the gold built from it land in one catalog version, gold's watermarks naming
+    // the silver snapshots of that same version; the version before has neither.
+    let v = replayed.finish.catalog_version.expect("gold committed");
+    assert_eq!(
+        replayed.boil.catalog_version,
+        Some(v),
+        "silver in gold's commit"
+    );
+    let (with, before) = (
+        lake.catalog.version(v).await.expect("version"),
+        lake.catalog.version(v - 1).await.expect("version before"),
+    );
+    assert_eq!(
+        replayed.finish.silver.len(),
+        4,
+        "{:?}",
+        replayed.finish.silver
+    );
+    for (table, snapshot) in &replayed.finish.silver {
+        let now = lake.catalog.table_in(&with, table).await.expect("table");
+        assert_eq!(now.head("audit"), Some(*snapshot), "{table}");
+        let then = lake.catalog.table_in(&before, table).await.expect("table");
+        assert_ne!(then.head("audit"), Some(*snapshot), "{table} before");
+    }
+    for table in gold::TABLES {
+        let then = lake.catalog.table_in(&before, table).await.expect("table");
+        let now = lake.catalog.table_in(&with, table).await.expect("table");
+        assert_ne!(
+            then.head("audit"),
+            now.head("audit"),
+            "{table} moved in {v}"
+        );
+    }
     assert_eq!(verdict(&replayed, "quarantine rate"), Verdict::Pass);
     assert!(replayed.published(), "{}", replayed.render());
     let moved = heads(&lake, "main").await;

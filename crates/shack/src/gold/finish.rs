@@ -28,13 +28,50 @@ const SILVER: [&str; 4] = [PAYMENTS, ORDERS, ORDER_CHANGES, FX_RATES];
 
 /// Build gold from silver on `options.branch`: see the module docs of [`crate::gold`].
 ///
-/// Every gold table gets a snapshot, all in one catalog commit (its own: the boil commits
-/// silver in another). On any error nothing was committed.
+/// Every gold table gets a snapshot, all in one catalog commit of its own (a [`crate::run`]
+/// commits gold together with the boil's silver instead). On any error nothing was committed.
 pub async fn finish(
     catalog: &Catalog,
     options: &FinishOptions,
     progress: &(dyn Progress + Sync),
 ) -> Result<FinishReport> {
+    let StagedFinish {
+        mut report,
+        changes,
+        message,
+        properties,
+    } = stage_finish(catalog, options, &[], progress).await?;
+    progress.message("committing");
+    let committed = catalog
+        .commit(changes, "finish", &message, properties)
+        .await
+        .map_err(|e| match e {
+            LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
+            e => ShackError::lake("the finish's commit", e),
+        })?;
+    progress.message("committed");
+    report.catalog_version = Some(committed.version);
+    Ok(report)
+}
+
+/// A finish staged and not committed: its report (no catalog version yet), one change per gold
+/// table, and the message and properties a commit of them alone would carry.
+pub struct StagedFinish {
+    pub report: FinishReport,
+    pub changes: Vec<TableChange>,
+    pub message: String,
+    pub properties: BTreeMap<String, String>,
+}
+
+/// Everything [`finish`] does but the commit. `silver_staged`: silver changes staged and not
+/// yet committed (a boil's, see [`crate::silver::stage_boil`]); gold is built from silver as
+/// they leave it, and its watermarks name their snapshots — commit both in one catalog version.
+pub async fn stage_finish(
+    catalog: &Catalog,
+    options: &FinishOptions,
+    silver_staged: &[TableChange],
+    progress: &(dyn Progress + Sync),
+) -> Result<StagedFinish> {
     let tz = Tz::from_str(&options.business_time_zone).map_err(|e| ShackError::Settings {
         file: PathBuf::new(),
         key: Some("business_time_zone".into()),
@@ -61,6 +98,16 @@ pub async fn finish(
     let mut silver: BTreeMap<&str, Table> = BTreeMap::new();
     for name in SILVER {
         silver.insert(name, open(catalog, &head, name).await?);
+    }
+    for change in silver_staged {
+        let name = change.table().to_string();
+        if let Some(slot) = SILVER.iter().find(|n| **n == name)
+            && let Some(view) = catalog
+                .staged_view(change)
+                .map_err(|e| ShackError::lake(&name, e))?
+        {
+            silver.insert(slot, view);
+        }
     }
     let mut gold: BTreeMap<&str, Table> = BTreeMap::new();
     for name in TABLES {
@@ -174,7 +221,6 @@ pub async fn finish(
         staged.push(change);
     }
 
-    progress.message("committing");
     let message = format!(
         "finish ({mode}) of {} on {branch} as of {}: {} order dates rebuilt",
         TABLES.join(", "),
@@ -185,15 +231,7 @@ pub async fn finish(
         (props::FINISH_ID.to_string(), finish_id.clone()),
         ("sugarshack.branch".to_string(), branch.to_string()),
     ]);
-    let committed = catalog
-        .commit(staged, "finish", &message, properties)
-        .await
-        .map_err(|e| match e {
-            LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
-            e => ShackError::lake("the finish's commit", e),
-        })?;
-    progress.message("committed");
-    Ok(FinishReport {
+    let report = FinishReport {
         finish_id,
         branch: branch.to_string(),
         through: options.through,
@@ -206,7 +244,13 @@ pub async fn finish(
         usd_events_without_rate,
         events_without_order,
         tables: reports,
-        catalog_version: Some(committed.version),
+        catalog_version: None,
+    };
+    Ok(StagedFinish {
+        report,
+        changes: staged,
+        message,
+        properties,
     })
 }
 

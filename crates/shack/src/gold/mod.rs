@@ -61,7 +61,7 @@ use crate::bronze;
 use crate::error::{Result, ShackError};
 use crate::tap::thousands;
 
-pub use finish::finish;
+pub use finish::{StagedFinish, finish, stage_finish};
 
 /// The namespace of the gold tables.
 pub const NAMESPACE: &str = "gold";

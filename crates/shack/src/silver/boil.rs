@@ -40,6 +40,44 @@ pub async fn boil(
     options: &BoilOptions,
     progress: &(dyn Progress + Sync),
 ) -> Result<BoilReport> {
+    let StagedBoil {
+        mut report,
+        changes,
+        message,
+        properties,
+    } = stage_boil(catalog, options, progress).await?;
+    if changes.is_empty() {
+        return Ok(report);
+    }
+    progress.message("committing");
+    let committed = catalog
+        .commit(changes, "boil", &message, properties)
+        .await
+        .map_err(|e| match e {
+            LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
+            e => ShackError::lake("the boil's commit", e),
+        })?;
+    report.catalog_version = Some(committed.version);
+    progress.message("committed");
+    Ok(report)
+}
+
+/// A boil staged and not committed: its report (with no catalog version yet), the silver
+/// changes (none when nothing new arrived), and the commit message and properties a commit of
+/// them alone would carry. [`crate::run`] commits them together with the finish's gold.
+pub struct StagedBoil {
+    pub report: BoilReport,
+    pub changes: Vec<TableChange>,
+    pub message: String,
+    pub properties: BTreeMap<String, String>,
+}
+
+/// Everything [`boil`] does but the commit.
+pub async fn stage_boil(
+    catalog: &Catalog,
+    options: &BoilOptions,
+    progress: &(dyn Progress + Sync),
+) -> Result<StagedBoil> {
     let parsers =
         Parsers::enable(&options.parsers).map_err(|version| ShackError::UnknownParser {
             version,
@@ -166,7 +204,12 @@ pub async fn boil(
             report.sources.push(source_report(source, wm, wm));
         }
         progress.message("nothing new in bronze");
-        return Ok(report);
+        return Ok(StagedBoil {
+            report,
+            changes: Vec::new(),
+            message: String::new(),
+            properties: BTreeMap::new(),
+        });
     }
 
     // 4. Parse every line into exactly one outcome.
@@ -492,7 +535,6 @@ pub async fn boil(
         staged.push(change);
     }
 
-    progress.message("committing");
     let message = format!(
         "boil ({}) of {} from bronze on {branch}: {}",
         report.mode,
@@ -513,16 +555,12 @@ pub async fn boil(
         (props::BOIL_ID.to_string(), boil_id),
         ("sugarshack.branch".to_string(), branch.to_string()),
     ]);
-    let committed = catalog
-        .commit(staged, "boil", &message, properties)
-        .await
-        .map_err(|e| match e {
-            LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
-            e => ShackError::lake("the boil's commit", e),
-        })?;
-    report.catalog_version = Some(committed.version);
-    progress.message("committed");
-    Ok(report)
+    Ok(StagedBoil {
+        report,
+        changes: staged,
+        message,
+        properties,
+    })
 }
 
 fn source_report(source: Source, after: Option<i64>, through: Option<i64>) -> SourceReport {

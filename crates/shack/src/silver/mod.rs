@@ -56,7 +56,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use sugarbush::Source;
 
-pub use boil::boil;
+pub use boil::{StagedBoil, boil, stage_boil};
 pub use parse::{
     PAYMENT_PARSERS, Parsed, PaymentParser, Reason, known_versions, parse_version_list,
 };
