@@ -295,7 +295,12 @@ async fn pyiceberg_reads_gold_at_main_and_at_every_publish_tag() {
     };
     assert!(sugarshack(&["sugarbush"], &[]).status.success());
     let o = sugarshack(&["run", "--through", "2026-08-16"], &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let morning = ["run", "--through", "2026-08-17T12:00"];
     let o = sugarshack(&morning, &[("SUGAR_PARSERS", "2025-11-01")]);
     assert_eq!(o.status.code(), Some(3), "the morning blocks");
@@ -331,8 +336,14 @@ async fn pyiceberg_reads_gold_at_main_and_at_every_publish_tag() {
             let ours = digest(&table, r).await;
             assert_eq!(theirs[r], ours, "{name} at {r}");
         }
-        assert!(theirs["publish-3"].is_null(), "{name}: two publishes, no third");
-        assert_eq!(theirs["main"], theirs["publish-2"], "{name}: main is the last publish");
+        assert!(
+            theirs["publish-3"].is_null(),
+            "{name}: two publishes, no third"
+        );
+        assert_eq!(
+            theirs["main"], theirs["publish-2"],
+            "{name}: main is the last publish"
+        );
         assert!(
             theirs["publish-1"]["rows"].as_u64().unwrap_or(0) > 0,
             "{name} has rows at publish-1"

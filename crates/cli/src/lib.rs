@@ -140,6 +140,13 @@ enum Command {
     Query {
         /// The SQL (DataFusion dialect).
         sql: String,
+        /// Read every table as the last publish at or before this instant left it (all tables
+        /// from the same publish): `2026-08-17T12:00`, or a day (its last second).
+        #[arg(long, value_parser = parse_through, conflicts_with_all = ["branch", "snapshot", "publish"])]
+        as_of: Option<chrono::DateTime<chrono::Utc>>,
+        /// Read every table at publish N (its tag `publish-N`).
+        #[arg(long, conflicts_with_all = ["branch", "snapshot"])]
+        publish: Option<u64>,
         /// Read this branch or tag instead of `main`.
         #[arg(long, conflicts_with = "snapshot")]
         branch: Option<String>,
@@ -149,6 +156,24 @@ enum Command {
         /// Read as of this catalog version instead of the newest.
         #[arg(long)]
         version: Option<u64>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Roll every table back to an earlier publish, in one commit: `main` of every table and
+    /// `audit` of every silver and gold table; abandoned heads are tagged, bronze keeps every
+    /// tapped row, the rollback is recorded in the publish log. The next `run` rebuilds from
+    /// there. Example: `sugarshack rollback --to 3 --reason "bad FX file"`.
+    Rollback {
+        /// A publish number (`3`), or an instant: the last publish at or before it.
+        #[arg(long)]
+        to: String,
+        /// Why (recorded in the publish log).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Publishes and blocked runs, oldest first: as-of, each audit's verdict, the catalog
+    /// version, when it was recorded.
+    History {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
@@ -196,6 +221,14 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+}
+
+/// The error of a time travel to before the first publish.
+fn nothing_published_by(t: chrono::DateTime<chrono::Utc>) -> anyhow::Error {
+    anyhow::anyhow!(
+        "nothing was published at or before {} (`sugarshack history` lists the publishes)",
+        t.format("%Y-%m-%d %H:%M UTC")
+    )
 }
 
 /// `SUGAR_PARSERS`: a comma list of payment API versions to enable (unset or empty: all).
@@ -482,23 +515,121 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Query {
             sql,
+            as_of,
+            publish,
             branch,
             snapshot,
             version,
             format,
         } => {
             let lake = open(&cli)?;
-            let at = match (branch, snapshot) {
-                (Some(b), _) => At::reference(b),
-                (None, Some(s)) => At::Snapshot(*s),
-                (None, None) => At::Main,
+            let published = match (as_of, publish) {
+                (Some(t), _) => Some(
+                    shack::publish_at_or_before(&lake, *t)
+                        .await?
+                        .ok_or_else(|| nothing_published_by(*t))?,
+                ),
+                (None, Some(n)) => Some(
+                    shack::publishes(&lake)
+                        .await?
+                        .into_iter()
+                        .find(|r| r.publish_number == Some(*n))
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "there is no publish {n} (`sugarshack history` lists them)"
+                            )
+                        })?,
+                ),
+                (None, None) => None,
             };
+            let at = match (&published, branch, snapshot) {
+                (Some(p), _, _) => At::reference(&p.tag().unwrap_or_default()),
+                (None, Some(b), _) => At::reference(b),
+                (None, None, Some(s)) => At::Snapshot(*s),
+                (None, None, None) => At::Main,
+            };
+            if let Some(p) = &published {
+                eprintln!(
+                    "reading publish {} (as of {})",
+                    p.publish_number.unwrap_or_default(),
+                    p.as_of.format("%Y-%m-%d %H:%M UTC")
+                );
+            }
             let ctx = lake.sql(*version, &at).await?;
             if let (At::Snapshot(s), true) = (&at, ctx.registered.is_empty()) {
                 anyhow::bail!("no table has snapshot {s}");
             }
             let batches = ctx.query(sql).await?;
             output::print_batches(&batches, *format)?;
+        }
+        Command::Rollback { to, reason } => {
+            let lake = open(&cli)?;
+            let number = match to.parse::<u64>() {
+                Ok(n) => n,
+                Err(_) => {
+                    let t = parse_through(to).map_err(|e| {
+                        anyhow::anyhow!(
+                            "--to {to:?} is neither a publish number nor an instant: {e}"
+                        )
+                    })?;
+                    shack::publish_at_or_before(&lake, t)
+                        .await?
+                        .and_then(|r| r.publish_number)
+                        .ok_or_else(|| nothing_published_by(t))?
+                }
+            };
+            if reason.trim().is_empty() {
+                anyhow::bail!("--reason must say why (it is recorded in the publish log)");
+            }
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            let outcome = shack::rollback(&lake, number, reason, now_ms).await?;
+            say_raw!("{}", outcome.render());
+        }
+        Command::History { format } => {
+            let lake = open(&cli)?;
+            let log = shack::publishes(&lake).await?;
+            if log.is_empty() && *format == Format::Table {
+                say!(
+                    "nothing published or blocked yet: `sugarshack run --through T` grades and publishes"
+                );
+                return Ok(());
+            }
+            let mut rows = Vec::with_capacity(log.len());
+            for r in &log {
+                let version = shack::publish::publish_version(&lake, r).await?;
+                let audits: Vec<String> = if r.is_rollback() {
+                    r.audits.iter().map(|a| a.reason.clone()).collect()
+                } else {
+                    r.audits
+                        .iter()
+                        .map(|a| format!("{} {}", a.name, a.verdict))
+                        .collect()
+                };
+                rows.push(serde_json::json!({
+                    "seq": r.seq,
+                    "publish": r.publish_number.map(|n| format!("publish-{n}")).unwrap_or_else(|| "-".into()),
+                    "status": r.status(),
+                    "as_of": r.as_of.format("%Y-%m-%d %H:%M UTC").to_string(),
+                    "audits": if *format == Format::Json { serde_json::to_value(&r.audits)? } else { audits.join(", ").into() },
+                    "tables": r.snapshots.len(),
+                    "catalog_version": version,
+                    "recorded_at": output::ms_to_utc(r.recorded_at_ms),
+                }));
+            }
+            output::print_json_rows(
+                &rows,
+                *format,
+                &[
+                    "seq",
+                    "publish",
+                    "status",
+                    "as_of",
+                    "audits",
+                    "tables",
+                    "catalog_version",
+                    "recorded_at",
+                ],
+            )?;
         }
         Command::Snapshots { table, format } => {
             let lake = open(&cli)?;

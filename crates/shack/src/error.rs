@@ -106,6 +106,10 @@ pub enum ShackError {
     /// A silver table the finish reads does not exist yet (or has no snapshot on the branch).
     #[error("{table} does not exist: boil bronze before finishing")]
     NoSilver { table: String },
+
+    /// A rollback or a time travel named a publish that cannot be used.
+    #[error("cannot roll back to publish {number}: {detail} (`sugarshack history` lists them)")]
+    NoSuchPublish { number: u64, detail: String },
 }
 
 impl ShackError {

@@ -54,7 +54,8 @@ pub use error::{Result, ShackError};
 pub use gold::{FinishOptions, FinishReport, finish};
 pub use grade::{Audit, AuditResult, Grade, GradeContext, Verdict, grade};
 pub use publish::{
-    PublishOutcome, PublishRecord, last_published, publish, publish_at_or_before, publishes,
+    PublishOutcome, PublishRecord, RollbackOutcome, last_published, publish, publish_at_or_before,
+    publishes, rollback,
 };
 pub use run::{RunOptions, RunReport, run};
 pub use silver::{BoilOptions, BoilReport, boil};

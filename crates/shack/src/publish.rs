@@ -74,6 +74,11 @@ pub const LOG_TABLE: &str = "ops.publish_log";
 pub const STATUS_PUBLISHED: &str = "published";
 /// `status` of a run an audit blocked.
 pub const STATUS_BLOCKED: &str = "blocked";
+/// `status` of a rollback: a publish (it has a number and a tag) of an earlier publish's
+/// snapshots; its one `audits` entry, named [`ROLLBACK`], holds the reason.
+pub const STATUS_ROLLED_BACK: &str = "rolled back";
+/// The name of a rollback record's one `audits` entry.
+pub const ROLLBACK: &str = "rollback";
 
 /// Catalog-version property of a publish-log commit: the record's `seq`.
 pub const PROP_SEQ: &str = "sugarshack.publish.seq";
@@ -133,9 +138,16 @@ impl PublishRecord {
         self.publish_number.is_some()
     }
 
-    /// `published` or `blocked`.
+    /// True for a rollback record (see [`rollback`]).
+    pub fn is_rollback(&self) -> bool {
+        self.is_published() && self.audits.len() == 1 && self.audits[0].name == ROLLBACK
+    }
+
+    /// `published`, `blocked` or `rolled back`.
     pub fn status(&self) -> &'static str {
-        if self.is_published() {
+        if self.is_rollback() {
+            STATUS_ROLLED_BACK
+        } else if self.is_published() {
             STATUS_PUBLISHED
         } else {
             STATUS_BLOCKED
@@ -468,12 +480,12 @@ fn parse_batch(b: &RecordBatch, out: &mut Vec<PublishRecord>) -> Result<()> {
         } else {
             Some(unsigned(number.value(i), "publish_number")?)
         };
-        let expected = if publish_number.is_some() {
-            STATUS_PUBLISHED
-        } else {
-            STATUS_BLOCKED
+        let consistent = match status.value(i) {
+            STATUS_PUBLISHED | STATUS_ROLLED_BACK => publish_number.is_some(),
+            STATUS_BLOCKED => publish_number.is_none(),
+            _ => false,
         };
-        if status.value(i) != expected {
+        if !consistent {
             return Err(bad_row(format!(
                 "record {s} has status {:?} and publish_number {publish_number:?}",
                 status.value(i)
@@ -554,4 +566,180 @@ pub async fn publish_version(catalog: &Catalog, record: &PublishRecord) -> Resul
         }
     }
     Ok(None)
+}
+
+/// What [`rollback`] did.
+#[derive(Clone, Debug)]
+pub struct RollbackOutcome {
+    /// The publish rolled back to.
+    pub to: PublishRecord,
+    /// The record appended to the log (a publish of `to`'s snapshots, with its own number).
+    pub record: PublishRecord,
+    /// The catalog version its commit created.
+    pub version: u64,
+    /// Per table, the heads it abandoned, by the tag that keeps each: `rollback-<n>-main`,
+    /// `rollback-<n>-audit`.
+    pub abandoned: BTreeMap<String, BTreeMap<String, i64>>,
+}
+
+impl RollbackOutcome {
+    /// `Rolled back to publish 1 (as of …) as publish 3: …`
+    pub fn render(&self) -> String {
+        let n = self.record.publish_number.unwrap_or_default();
+        let tags: usize = self.abandoned.values().map(|m| m.len()).sum();
+        format!(
+            "Rolled back to publish {} (as of {}) as publish {n}: main of {} tables and audit of every silver and gold table moved back in catalog version {}; {tags} abandoned head(s) kept by tags rollback-{n}-main / rollback-{n}-audit. Bronze keeps every tapped row: the next run rebuilds silver and gold from it.\n",
+            self.to.publish_number.unwrap_or_default(),
+            stamp(self.to.as_of),
+            self.record.snapshots.len(),
+            self.version,
+        )
+    }
+}
+
+/// Roll the lake back to publish `to`, in ONE catalog commit: `main` of every bronze, silver and
+/// gold table, and `audit` of every silver and gold table, go back to the snapshots publish `to`
+/// reached; every head that moves is first tagged (`rollback-<n>-main`, `rollback-<n>-audit`,
+/// `n` the new record's number) so nothing is lost; the rollback is appended to the publish log
+/// as a publish of those snapshots (status `rolled back`, with `reason`). Bronze's `audit` keeps
+/// every tapped row — raw data is never rolled back — so the next run continues from there:
+/// silver's watermarks (in the snapshots rolled back to) name bronze snapshots still in bronze's
+/// ancestry, and it boils again what came after them.
+///
+/// Errors: `to` is not a publish number in the log; a graded table that did not exist at that
+/// publish; another writer committing meanwhile (nothing committed; run it again).
+pub async fn rollback(
+    catalog: &Catalog,
+    to: u64,
+    reason: &str,
+    now_ms: i64,
+) -> Result<RollbackOutcome> {
+    let lake_err = |what: &str, e| ShackError::lake(what, e);
+    let head = catalog
+        .head()
+        .await
+        .map_err(|e| lake_err("the catalog", e))?;
+    let log = read_log_in(catalog, &head).await?;
+    let numbers: Vec<u64> = log.iter().filter_map(|r| r.publish_number).collect();
+    let target = log
+        .iter()
+        .find(|r| r.publish_number == Some(to))
+        .cloned()
+        .ok_or_else(|| ShackError::NoSuchPublish {
+            number: to,
+            detail: match (numbers.first(), numbers.last()) {
+                (Some(a), Some(b)) => format!("the publishes are {a} to {b}"),
+                _ => "nothing has been published yet".to_string(),
+            },
+        })?;
+    let log_table = catalog
+        .table_in(&head, LOG_TABLE)
+        .await
+        .map_err(|e| lake_err(LOG_TABLE, e))?;
+    let n = numbers.iter().max().copied().unwrap_or(0) + 1;
+    let seq = log.iter().map(|r| r.seq).max().unwrap_or(0) + 1;
+    let mut changes = Vec::new();
+    let mut abandoned: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for name in head.tables.keys() {
+        let Some((ns, _)) = name.split_once('.') else {
+            continue;
+        };
+        if !crate::grade::LAYERS.contains(&ns) {
+            continue;
+        }
+        let Some(&snapshot) = target.snapshots.get(name) else {
+            return Err(ShackError::NoSuchPublish {
+                number: to,
+                detail: format!(
+                    "{name} did not exist at publish {to}; a rollback moves every table or none"
+                ),
+            });
+        };
+        let table = catalog
+            .table_in(&head, name)
+            .await
+            .map_err(|e| lake_err(name, e))?;
+        let mut ops = Vec::new();
+        let branches: &[&str] = if ns == "bronze" {
+            &["main"]
+        } else {
+            &["main", crate::bronze::AUDIT_BRANCH]
+        };
+        for branch in branches {
+            if let Some(h) = table.head(branch)
+                && h != snapshot
+            {
+                let keep = format!("rollback-{n}-{branch}");
+                ops.push(RefOp::CreateTag {
+                    name: keep.clone(),
+                    snapshot_id: h,
+                });
+                abandoned.entry(name.clone()).or_default().insert(keep, h);
+            }
+            ops.push(RefOp::Reset {
+                branch: branch.to_string(),
+                to: snapshot,
+            });
+        }
+        ops.push(RefOp::CreateTag {
+            name: tag(n),
+            snapshot_id: snapshot,
+        });
+        changes.push(table.stage_refs(&ops).map_err(|e| lake_err(name, e))?);
+    }
+    let record = PublishRecord {
+        seq,
+        publish_number: Some(n),
+        as_of: target.as_of,
+        audits: vec![AuditResult::new(
+            ROLLBACK,
+            crate::grade::Verdict::Pass,
+            format!("to publish {to}: {reason}"),
+            serde_json::json!({ "to": to, "reason": reason, "abandoned": abandoned }),
+        )],
+        snapshots: target
+            .snapshots
+            .iter()
+            .filter(|(t, _)| head.tables.contains_key(*t))
+            .map(|(t, s)| (t.clone(), *s))
+            .collect(),
+        graded_version: target.graded_version,
+        base_version: head.version,
+        recorded_at_ms: now_ms,
+    };
+    changes.push(
+        log_table
+            .stage_append("main", &[record_batch(&record)?], BTreeMap::new())
+            .await
+            .map_err(|e| lake_err(LOG_TABLE, e))?,
+    );
+    let props = BTreeMap::from([
+        (PROP_SEQ.to_string(), seq.to_string()),
+        (PROP_STATUS.to_string(), STATUS_ROLLED_BACK.to_string()),
+        (PROP_NUMBER.to_string(), n.to_string()),
+    ]);
+    let message = format!(
+        "rollback to publish {to} (as of {}) as publish {n}: {reason}",
+        stamp(target.as_of)
+    );
+    let committed = catalog
+        .commit(changes, "rollback", &message, props)
+        .await
+        .map_err(|e| {
+            if e.is_conflict() {
+                ShackError::PublishConflict {
+                    detail: format!(
+                        "another writer committed while the rollback to publish {to} was staged; nothing was rolled back, run it again: {e}"
+                    ),
+                }
+            } else {
+                lake_err("the rollback's commit", e)
+            }
+        })?;
+    Ok(RollbackOutcome {
+        to: target,
+        record,
+        version: committed.version,
+        abandoned,
+    })
 }
