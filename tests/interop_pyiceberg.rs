@@ -350,3 +350,105 @@ async fn pyiceberg_reads_gold_at_main_and_at_every_publish_tag() {
         );
     }
 }
+
+/// `sugarshack serve`, as a user starts it, read by pyiceberg's RestCatalog: after a run, the
+/// namespaces and tables are listed and gold at `main` scans to the rows lake reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pyiceberg_reads_gold_through_sugarshack_serve() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sugarshack = |args: &[&str]| {
+        let mut cmd = Command::new(support::program());
+        cmd.current_dir(dir.path())
+            .args(args)
+            .env_remove("SUGAR_PARSERS")
+            .env_remove("SUGARSHACK_CATALOG")
+            .env_remove("SUGARSHACK_WAREHOUSE")
+            .env_remove("SUGARSHACK_REST_TOKEN");
+        cmd
+    };
+    assert!(
+        sugarshack(&["sugarbush"])
+            .output()
+            .expect("sugarbush")
+            .status
+            .success()
+    );
+    let o = sugarshack(&["run", "--through", "2026-08-16"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0));
+    let mut server = sugarshack(&["serve", "--addr", "127.0.0.1:0", "--read-only"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the server");
+    let mut first = String::new();
+    std::io::BufReader::new(server.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("the server says where it listens");
+    let uri = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("an http:// address")
+        .to_string();
+    let script = r#"
+import json, sys
+from pyiceberg.catalog.rest import RestCatalog
+cat = RestCatalog("sugarshack", uri=sys.argv[1])
+t = cat.load_table("gold.mart_daily_cash")
+print(json.dumps({
+    "namespaces": sorted(".".join(n) for n in cat.list_namespaces()),
+    "gold": sorted(".".join(i) for i in cat.list_tables("gold")),
+    "rows": t.scan().to_arrow().num_rows,
+    "net": sum(t.scan().to_arrow().column("net_minor").to_pylist()),
+}))
+"#;
+    let py = Command::new(python())
+        .args(["-c", script, &uri])
+        .output()
+        .expect("run python");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        py.status.success(),
+        "pyiceberg through serve: {}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let theirs: Value = serde_json::from_slice(&py.stdout).expect("json");
+    let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse"))
+        .expect("open");
+    let ours = c
+        .sql(None, &At::Main)
+        .await
+        .expect("sql")
+        .query("select count(*) as n, sum(net_minor) as net from gold.mart_daily_cash")
+        .await
+        .expect("query");
+    let col = |name: &str| {
+        ours[0]
+            .column_by_name(name)
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            .map(|a| a.value(0))
+            .expect("an integer")
+    };
+    assert_eq!(theirs["rows"].as_i64(), Some(col("n")));
+    assert_eq!(theirs["net"].as_i64(), Some(col("net")));
+    for ns in ["bronze", "gold", "ops", "silver"] {
+        assert!(
+            theirs["namespaces"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|n| n == ns)),
+            "{ns}: {theirs}"
+        );
+    }
+    assert_eq!(
+        theirs["gold"],
+        serde_json::json!([
+            "gold.fct_payments",
+            "gold.fulfilment_queue",
+            "gold.mart_daily_cash",
+            "gold.mart_order_revenue"
+        ])
+    );
+}

@@ -171,6 +171,21 @@ enum Command {
         #[arg(long)]
         reason: String,
     },
+    /// Serve the lake over the Iceberg REST catalog protocol (v1), so pyiceberg, DuckDB, Spark
+    /// or iceberg-rust attach to the same tables: `sugarshack serve`, then point a client at
+    /// `http://127.0.0.1:8181`. Loopback only unless a token is set; stops on Ctrl-C.
+    Serve {
+        /// Where to listen (port 0: any free port; the address is printed).
+        #[arg(long, default_value = "127.0.0.1:8181")]
+        addr: std::net::SocketAddr,
+        /// Require `Authorization: Bearer <token>` on every request (needed for a non-loopback
+        /// address).
+        #[arg(long, env = "SUGARSHACK_REST_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Refuse every request that would change the catalog.
+        #[arg(long)]
+        read_only: bool,
+    },
     /// Publishes and blocked runs, oldest first: as-of, each audit's verdict, the catalog
     /// version, when it was recorded.
     History {
@@ -584,6 +599,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let now_ms = chrono::Utc::now().timestamp_millis();
             let outcome = shack::rollback(&lake, number, reason, now_ms).await?;
             say_raw!("{}", outcome.render());
+        }
+        Command::Serve {
+            addr,
+            token,
+            read_only,
+        } => {
+            let lake = open(&cli)?;
+            let options = rest::ServeOptions {
+                addr: *addr,
+                token: token.clone(),
+                read_only: *read_only,
+                ..rest::ServeOptions::default()
+            };
+            rest::check_options(*addr, &options)?;
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            let bound = listener.local_addr()?;
+            say!(
+                "serving the Iceberg REST catalog on http://{bound} (catalog {}, warehouse {}{}); Ctrl-C stops",
+                lake.catalog_url(),
+                lake.warehouse_url(),
+                if *read_only { ", read-only" } else { "" }
+            );
+            rest::serve_on(listener, lake, options).await?;
         }
         Command::History { format } => {
             let lake = open(&cli)?;
