@@ -470,3 +470,67 @@ fn time_travel_then_roll_back_then_run_forward() {
         assert_one_publish(&open(dir), "after running forward").await;
     });
 }
+
+/// `sugarshack season` on an empty folder: generates the season, runs a morning at a time, the
+/// story's August 17 blocked and then replayed and published; played again, it says so and
+/// changes nothing. A `run` that would take the lake back in time is refused.
+#[test]
+fn season_plays_the_mornings_and_a_second_play_changes_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let o = sugarshack(dir, &["season", "--through", "2026-08-18T12:00"], &[]);
+    let out = stdout(&o);
+    print!("{out}");
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("2026-08-01 12:00  published"), "{out}");
+    let blocked = lines
+        .iter()
+        .position(|l| l.starts_with("2026-08-17 12:00  blocked  (BLOCK quarantine rate: "))
+        .expect("the 17th blocks");
+    assert!(
+        lines[blocked].contains("(mostly unsupported_api_version)"),
+        "{out}"
+    );
+    assert!(
+        lines[blocked + 1].starts_with("2026-08-17 12:00  published after a replay"),
+        "{out}"
+    );
+    assert!(
+        lines[blocked + 2].starts_with("2026-08-18 12:00  published"),
+        "{out}"
+    );
+    assert!(
+        out.contains("season: 19 runs, 18 published, 1 blocked"),
+        "{out}"
+    );
+    assert!(
+        out.contains("gold is published as of 2026-08-18 12:00 UTC (publish 18)"),
+        "{out}"
+    );
+    let log = |dir: &Path| {
+        let o = sugarshack(dir, &["log", "--format", "json"], &[]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let before = log(dir);
+    let again = sugarshack(dir, &["season", "--through", "2026-08-18T12:00"], &[]);
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(
+        stdout(&again),
+        "the season is already played: publish 18 as of 2026-08-18 12:00 UTC; nothing to do\n"
+    );
+    assert_eq!(log(dir), before, "a second play commits nothing");
+
+    let back = sugarshack(dir, &["run", "--through", "2026-08-10"], &[]);
+    assert_eq!(back.status.code(), Some(1));
+    assert!(
+        stderr(&back).contains("a run cannot go back in time"),
+        "{}",
+        stderr(&back)
+    );
+    assert_eq!(log(dir), before, "a refused run commits nothing");
+    rt().block_on(async {
+        assert_eq!(assert_one_publish(&open(dir), "after the season").await, 18);
+    });
+}

@@ -110,6 +110,18 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// The main job: play the Saltbox Market season on this lake, one morning at a time —
+    /// generate the season if the landing zone is empty, then `run` at noon UTC of every day,
+    /// the story's August 17 morning first with only the old payments API parser (blocked) and
+    /// then replayed with the new one (published). Resumes after the last publish; on a
+    /// finished lake it says so and changes nothing. Exit status as for `run`, of its last run.
+    Season {
+        /// Stop after this morning (default: the season's last, 2026-10-31 12:00).
+        #[arg(long, value_parser = parse_through)]
+        through: Option<chrono::DateTime<chrono::Utc>>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// The whole pipeline as of --through: tap → boil → finish → grade → publish. Every step
     /// writes to the audit branch; the four audits (quarantine rate, conservation, fx coverage,
     /// reconciliation) grade it; only when none blocks does `main` move, on every table in one
@@ -414,6 +426,38 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 say!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 say_raw!("{}", report.render());
+            }
+        }
+        Command::Season { through, format } => {
+            if url_of(&cli.warehouse)?.is_some() {
+                anyhow::bail!(
+                    "season generates the landing zone in a local folder; --warehouse {} is a URL",
+                    cli.warehouse.display()
+                );
+            }
+            let lake = open(&cli)?;
+            let options = shack::SeasonOptions {
+                through: *through,
+                settings: shack::Settings::load(&shack::Settings::default_path(&cli.warehouse))?,
+                orphan_grace: std::time::Duration::ZERO,
+            };
+            let bar = progress::Bar::new("season");
+            let table = *format != Format::Json;
+            let mut each = |r: &shack::SeasonRun| {
+                if table {
+                    bar.println(&r.render());
+                }
+            };
+            let report = shack::play_season(&lake, &cli.warehouse, &options, &bar, &mut each).await;
+            bar.finish();
+            let report = report?;
+            if table {
+                say_raw!("{}", report.render_summary());
+            } else {
+                say!("{}", serde_json::to_string_pretty(&report)?);
+            }
+            if !report.ended_published() {
+                return Err(Blocked.into());
             }
         }
         Command::Run {

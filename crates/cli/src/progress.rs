@@ -17,6 +17,14 @@ impl Bar {
         Bar { bar }
     }
 
+    /// Print a line above the bar (on stdout, the bar stays on stderr).
+    pub fn println(&self, line: &str) {
+        self.bar.suspend(|| {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stdout(), "{line}");
+        });
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }

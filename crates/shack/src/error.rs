@@ -107,6 +107,16 @@ pub enum ShackError {
     #[error("{table} does not exist: boil bronze before finishing")]
     NoSilver { table: String },
 
+    /// A run as of an instant before the last publish's as-of.
+    #[error(
+        "the lake is published as of {published} (publish {number}), after --through {through}: a run cannot go back in time (read that morning with `query --as-of`, or `rollback` to an earlier publish first)"
+    )]
+    AsOfGoesBack {
+        through: chrono::DateTime<chrono::Utc>,
+        published: chrono::DateTime<chrono::Utc>,
+        number: u64,
+    },
+
     /// A rollback or a time travel named a publish that cannot be used.
     #[error("cannot roll back to publish {number}: {detail} (`sugarshack history` lists them)")]
     NoSuchPublish { number: u64, detail: String },

@@ -46,6 +46,7 @@ mod layer;
 mod lines;
 pub mod publish;
 mod run;
+pub mod season;
 pub mod silver;
 mod tap;
 
@@ -58,6 +59,7 @@ pub use publish::{
     publishes, rollback,
 };
 pub use run::{RunOptions, RunReport, run};
+pub use season::{SeasonOptions, SeasonReport, SeasonRun, play_season};
 pub use silver::{BoilOptions, BoilReport, boil};
 pub use sugarbush::{NoProgress, Progress, Source};
 pub use tap::{BatchReport, ChangedReport, DuplicateReport, TapOptions, TapReport, tap, thousands};

@@ -169,6 +169,16 @@ pub async fn run(
     progress: &(dyn Progress + Sync),
 ) -> Result<RunReport> {
     let lake_err = |e| ShackError::lake("the catalog", e);
+    // A publish says "gold as of T": the as-of of the lake's publishes never goes back.
+    if let Some(last) = publish::last_published(catalog).await?
+        && last.as_of > options.through
+    {
+        return Err(ShackError::AsOfGoesBack {
+            through: options.through,
+            published: last.as_of,
+            number: last.publish_number.unwrap_or_default(),
+        });
+    }
     let interrupted: Vec<String> = catalog
         .unfinished_work()
         .await

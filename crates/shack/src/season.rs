@@ -1,0 +1,326 @@
+//! The season, one morning at a time: the main job on a lake of its own.
+//!
+//! [`play_season`] generates the Saltbox Market season into the landing zone when there is none,
+//! then runs the pipeline ([`crate::run`]) at noon UTC of every day of the season — 9 a.m. in
+//! Halifax, the morning — as the shop would have: the story's August 17 morning first with only
+//! the payments API version the shop knew (the quarantine-rate audit blocks it), then, that same
+//! morning, replayed from bronze with the new version's parser enabled (it publishes). Mornings before that knew only the old
+//! version; mornings after know both.
+//!
+//! It resumes where the lake is: mornings at or before the last publish's as-of are not run
+//! again, so playing a finished season says so and changes nothing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, TimeZone, Utc};
+use lake::Catalog;
+use serde::Serialize;
+
+use crate::config::Settings;
+use crate::grade::{LAYERS, Verdict};
+use crate::publish::{self, PublishRecord};
+use crate::run::{RunOptions, RunReport, run};
+use crate::silver::known_versions;
+use crate::{Progress, Result, ShackError};
+
+/// How a season is played.
+#[derive(Clone, Debug)]
+pub struct SeasonOptions {
+    /// The last morning to run (default: the season's last).
+    pub through: Option<DateTime<Utc>>,
+    pub settings: Settings,
+    /// As for [`RunOptions::orphan_grace`].
+    pub orphan_grace: Duration,
+}
+
+impl Default for SeasonOptions {
+    fn default() -> Self {
+        SeasonOptions {
+            through: None,
+            settings: Settings::default(),
+            orphan_grace: crate::TapOptions::default().orphan_grace,
+        }
+    }
+}
+
+/// One run of the season.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeasonRun {
+    pub through: DateTime<Utc>,
+    /// The payment API versions enabled.
+    pub parsers: Vec<String>,
+    pub replay: bool,
+    pub published: bool,
+    /// `BLOCK quarantine rate: …` and `WARN …` lines.
+    pub findings: Vec<String>,
+    pub seconds: f64,
+}
+
+impl SeasonRun {
+    fn of(report: &RunReport, options: &RunOptions, seconds: f64) -> SeasonRun {
+        SeasonRun {
+            through: options.through,
+            parsers: options.parsers.clone(),
+            replay: options.replay,
+            published: report.published(),
+            findings: report
+                .grade
+                .results
+                .iter()
+                .filter(|r| r.verdict != Verdict::Pass)
+                .map(|r| format!("{} {}: {}", r.verdict, r.name, r.reason))
+                .collect(),
+            seconds,
+        }
+    }
+
+    /// `2026-08-17 12:00  blocked    BLOCK quarantine rate: …`
+    pub fn render(&self) -> String {
+        let what = match (self.published, self.replay) {
+            (true, true) => "published after a replay",
+            (true, false) => "published",
+            (false, _) => "blocked",
+        };
+        let mut line = format!("{}  {what}", self.through.format("%Y-%m-%d %H:%M"));
+        if let Some(first) = self
+            .findings
+            .iter()
+            .find(|f| f.starts_with("BLOCK"))
+            .or(self.findings.first())
+        {
+            line.push_str(&format!("  ({first})"));
+        }
+        line
+    }
+}
+
+/// What a season did.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeasonReport {
+    /// True when the landing zone was empty and the season was generated first.
+    pub generated: bool,
+    /// The last publish before this season was played (`None`: a new lake).
+    pub resumed_after: Option<DateTime<Utc>>,
+    pub runs: Vec<SeasonRun>,
+    /// Rows at `main` per layer at the end.
+    pub rows: BTreeMap<String, u64>,
+    /// The last publish at the end.
+    pub last_publish: Option<u64>,
+    pub last_as_of: Option<DateTime<Utc>>,
+    pub seconds: f64,
+}
+
+impl SeasonReport {
+    pub fn publishes(&self) -> usize {
+        self.runs.iter().filter(|r| r.published).count()
+    }
+
+    pub fn blocks(&self) -> usize {
+        self.runs.iter().filter(|r| !r.published).count()
+    }
+
+    /// True when the season's last run published (or nothing was left to run and the lake has
+    /// a publish).
+    pub fn ended_published(&self) -> bool {
+        match self.runs.last() {
+            Some(r) => r.published,
+            None => self.last_publish.is_some(),
+        }
+    }
+
+    /// The closing summary.
+    pub fn render_summary(&self) -> String {
+        let mut out = String::new();
+        if self.runs.is_empty() {
+            out.push_str(&format!(
+                "the season is already played: publish {} as of {}; nothing to do\n",
+                self.last_publish.unwrap_or_default(),
+                self.last_as_of
+                    .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+                    .unwrap_or_default()
+            ));
+            return out;
+        }
+        out.push_str(&format!(
+            "season: {} runs, {} published, {} blocked, in {:.0} s{}\n",
+            self.runs.len(),
+            self.publishes(),
+            self.blocks(),
+            self.seconds,
+            match self.resumed_after {
+                Some(t) => format!(
+                    " (resumed after the publish as of {})",
+                    t.format("%Y-%m-%d %H:%M UTC")
+                ),
+                None => String::new(),
+            }
+        ));
+        for (layer, rows) in &self.rows {
+            out.push_str(&format!(
+                "  {layer:<7} {:>12} rows at main\n",
+                crate::thousands(*rows)
+            ));
+        }
+        if let (Some(n), Some(t)) = (self.last_publish, self.last_as_of) {
+            out.push_str(&format!(
+                "gold is published as of {} (publish {n})\n",
+                t.format("%Y-%m-%d %H:%M UTC")
+            ));
+        }
+        out
+    }
+}
+
+/// Forwards a run's messages under the day it belongs to; the season's own bar counts days.
+struct DayProgress<'a> {
+    outer: &'a (dyn Progress + Sync),
+    day: String,
+}
+
+impl Progress for DayProgress<'_> {
+    fn set_total(&self, _n: u64) {}
+    fn inc(&self, _n: u64) {}
+    fn message(&self, m: &str) {
+        self.outer.message(&format!("{}: {m}", self.day));
+    }
+}
+
+fn instant(ms: i64) -> Result<DateTime<Utc>> {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .ok_or_else(|| ShackError::BadTable {
+            table: "the season's calendar".into(),
+            detail: format!("{ms} ms is not an instant"),
+        })
+}
+
+/// Play the season on the lake (see the module docs). `each` is called with every run as it
+/// ends (to print it); `progress` counts mornings.
+pub async fn play_season(
+    catalog: &Catalog,
+    warehouse_root: &Path,
+    options: &SeasonOptions,
+    progress: &(dyn Progress + Sync),
+    each: &mut (dyn FnMut(&SeasonRun) + Send),
+) -> Result<SeasonReport> {
+    let started = Instant::now();
+    let landing = sugarbush::landing_dir(warehouse_root);
+    let empty = match std::fs::read_dir(&landing) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => {
+            return Err(ShackError::BadTable {
+                table: landing.display().to_string(),
+                detail: format!("cannot read the landing zone: {e}"),
+            });
+        }
+    };
+    if empty {
+        progress.message("generating the season");
+        sugarbush::generate(
+            warehouse_root,
+            &sugarbush::SeasonConfig::default(),
+            &sugarbush::GenerateOptions::default(),
+            &sugarbush::NoProgress,
+        )
+        .map_err(|e| ShackError::BadTable {
+            table: landing.display().to_string(),
+            detail: format!("generating the season: {e}"),
+        })?;
+    }
+
+    let last: Option<PublishRecord> = publish::last_published(catalog).await?;
+    let resumed_after = last.as_ref().map(|r| r.as_of);
+    let change = instant(sugarbush::API_CHANGE_MS)?;
+    let mut noons = Vec::new();
+    for ms in sugarbush::season_noons_ms() {
+        let t = instant(ms)?;
+        if resumed_after.is_some_and(|a| t <= a) || options.through.is_some_and(|end| t > end) {
+            continue;
+        }
+        noons.push(t);
+    }
+    progress.set_total(noons.len() as u64);
+    let old_only = vec![sugarbush::API_V1.to_string()];
+    let mut runs = Vec::with_capacity(noons.len() + 1);
+    for through in noons {
+        let day = through.format("%Y-%m-%d").to_string();
+        let inner = DayProgress {
+            outer: progress,
+            day: day.clone(),
+        };
+        // The shop knew only the old API version until the morning it changed.
+        let knew_new = through.date_naive() > change.date_naive();
+        let mut run_options = RunOptions {
+            parsers: if knew_new {
+                known_versions()
+            } else {
+                old_only.clone()
+            },
+            settings: options.settings.clone(),
+            orphan_grace: options.orphan_grace,
+            ..RunOptions::new(through)
+        };
+        let now_ms = Utc::now().timestamp_millis();
+        let t0 = Instant::now();
+        let report = run(catalog, warehouse_root, &run_options, now_ms, &inner).await?;
+        let r = SeasonRun::of(&report, &run_options, t0.elapsed().as_secs_f64());
+        each(&r);
+        runs.push(r);
+        if through.date_naive() == change.date_naive() {
+            // The fix, that same morning: a parser entry for the new version, then a replay
+            // from bronze (whether or not the old parser's run was blocked: what it quarantined
+            // as unsupported must be parsed).
+            run_options.parsers = known_versions();
+            run_options.replay = true;
+            let t0 = Instant::now();
+            let now_ms = Utc::now().timestamp_millis();
+            let report = run(catalog, warehouse_root, &run_options, now_ms, &inner).await?;
+            let r = SeasonRun::of(&report, &run_options, t0.elapsed().as_secs_f64());
+            each(&r);
+            runs.push(r);
+        }
+        progress.inc(1);
+    }
+
+    let head = catalog
+        .head()
+        .await
+        .map_err(|e| ShackError::lake("the catalog", e))?;
+    let mut rows: BTreeMap<String, u64> = BTreeMap::new();
+    for name in head.tables.keys() {
+        let Some((ns, _)) = name.split_once('.') else {
+            continue;
+        };
+        if !LAYERS.contains(&ns) {
+            continue;
+        }
+        let table = catalog
+            .table_in(&head, name)
+            .await
+            .map_err(|e| ShackError::lake(name, e))?;
+        let n = match table.head("main") {
+            Some(id) => table
+                .snapshot(id)
+                .map_err(|e| ShackError::lake(name, e))?
+                .summary
+                .get("total-records")
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0),
+            None => 0,
+        };
+        *rows.entry(ns.to_string()).or_default() += n;
+    }
+    let last = publish::last_published(catalog).await?;
+    Ok(SeasonReport {
+        generated: empty,
+        resumed_after,
+        runs,
+        rows,
+        last_publish: last.as_ref().and_then(|r| r.publish_number),
+        last_as_of: last.map(|r| r.as_of),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
