@@ -5,6 +5,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{Array, LargeBinaryArray, RecordBatch};
+use futures::TryStreamExt;
+use lake::iceberg::expr::{Predicate, Reference};
+use lake::iceberg::spec::Datum;
 use lake::{
     At, Catalog, CatalogVersion, LakeError, MatchCondition, Merge, Replace, Table, TableChange,
 };
@@ -294,17 +297,24 @@ pub async fn stage_boil(
         sources.insert(source, rep);
     }
 
-    // 5. Payments: first delivery per event id, and only ids silver.payments never held.
+    // 5. Payments: first delivery per event id, and only ids silver.payments never held. A
+    //    redelivery carries its event's own `created_at`, so an id silver.payments holds is
+    //    held on the UTC day of that instant: only those days are read (pruned by partition,
+    //    or by the data files' `created_at` bounds in a lake made before the partitioning).
     let mut silver_rows_read = 0u64;
     let mut seen: HashSet<String> = HashSet::new();
     if !rebuild && advanced.contains(&Source::Payments) {
-        progress.message("reading the payment ids silver holds");
-        let name = tables::PAYMENTS;
-        let batches = key_columns(&silver[name], branch, &["event_id"]).await?;
-        for b in &batches {
-            silver_rows_read += b.num_rows() as u64;
-            let ids = tables::strs(name, b, "event_id")?;
-            seen.extend((0..ids.len()).map(|i| ids.value(i).to_string()));
+        let days = day_ranges(payments.iter().map(|p| p.event.created_at_us));
+        if let Some(filter) = within("created_at", &days) {
+            progress.message("reading the payment ids silver holds on the new events' days");
+            let name = tables::PAYMENTS;
+            let read = read_where(&silver[name], branch, &["event_id"], filter).await?;
+            silver_rows_read += read.rows();
+            progress.message(&read.describe("payment ids"));
+            for b in &read.batches {
+                let ids = tables::strs(name, b, "event_id")?;
+                seen.extend((0..ids.len()).map(|i| ids.value(i).to_string()));
+            }
         }
     }
     for p in &mut payments {
@@ -320,22 +330,74 @@ pub async fn stage_boil(
     let new_payments: Vec<&PaymentRow> = payments.iter().filter(|p| !p.is_duplicate).collect();
 
     // 6. Orders: the highest LSN per order among the new changes (the earliest delivery on a
-    //    tie), kept only where it beats the LSN silver.orders holds.
+    //    tie), kept only where it beats the LSN silver.orders holds. An order's changes carry
+    //    its creation instant (part of the merge key, and the partition), so its stored row is
+    //    read from the days the new changes were created on. Two questions need more: whether
+    //    a new payment's order exists anywhere in silver.orders (a refund's order may be weeks
+    //    old), and whether an order changed its `created_at` (its stored row would be on another
+    //    day). Ids those days did not answer are looked up in every other day of the table:
+    //    order ids are random, so no data file can be skipped by id, and a bounded guess would
+    //    make those checks wrong. This lookup still grows with the table.
     let mut existing_lsn: HashMap<String, i64> = HashMap::new();
     let mut existing_created: HashMap<String, i64> = HashMap::new();
     if !rebuild && (advanced.contains(&Source::Orders) || advanced.contains(&Source::Payments)) {
-        progress.message("reading the order LSNs silver holds");
         let name = tables::ORDERS;
-        let batches =
-            key_columns(&silver[name], branch, &["order_id", "_lsn", "created_at"]).await?;
-        for b in &batches {
-            silver_rows_read += b.num_rows() as u64;
-            let ids = tables::strs(name, b, "order_id")?;
-            let lsns = tables::longs(name, b, "_lsn")?;
-            let created = tables::stamps(name, b, "created_at")?;
-            for i in 0..ids.len() {
-                existing_lsn.insert(ids.value(i).to_string(), lsns.value(i));
-                existing_created.insert(ids.value(i).to_string(), created.value(i));
+        let days = day_ranges(changes.iter().map(|c| c.change.created_at_us));
+        if let Some(filter) = within("created_at", &days) {
+            progress.message("reading the order LSNs silver holds on the changes' creation days");
+            let read = read_where(
+                &silver[name],
+                branch,
+                &["order_id", "_lsn", "created_at"],
+                filter,
+            )
+            .await?;
+            silver_rows_read += read.rows();
+            progress.message(&read.describe("order LSNs"));
+            for b in &read.batches {
+                let ids = tables::strs(name, b, "order_id")?;
+                let lsns = tables::longs(name, b, "_lsn")?;
+                let created = tables::stamps(name, b, "created_at")?;
+                for i in 0..ids.len() {
+                    existing_lsn.insert(ids.value(i).to_string(), lsns.value(i));
+                    existing_created.insert(ids.value(i).to_string(), created.value(i));
+                }
+            }
+        }
+        // Order ids still unanswered: new payments' orders, and changed orders not found on
+        // their changes' day (new orders, or an order whose created_at moved).
+        let asked: HashSet<&str> = new_payments
+            .iter()
+            .map(|p| p.event.order_id.as_str())
+            .chain(changes.iter().map(|c| c.change.order_id.as_str()))
+            .filter(|id| !existing_lsn.contains_key(*id))
+            .collect();
+        if !asked.is_empty() {
+            progress.message("probing silver.orders by id for the orders those days did not hold");
+            // Pushing the ids down would not prune (random ids: every file's bounds hold
+            // some) and iceberg's row filter tests each row against every id; the days read
+            // above are skipped, the ids are matched here.
+            let filter = match within("created_at", &days) {
+                Some(read) => read.negate(),
+                None => Predicate::AlwaysTrue,
+            };
+            let read = read_where(
+                &silver[name],
+                branch,
+                &["order_id", "_lsn", "created_at"],
+                filter,
+            )
+            .await?;
+            silver_rows_read += read.rows();
+            progress.message(&read.describe("orders by id"));
+            for b in &read.batches {
+                let ids = tables::strs(name, b, "order_id")?;
+                let lsns = tables::longs(name, b, "_lsn")?;
+                let created = tables::stamps(name, b, "created_at")?;
+                for i in (0..ids.len()).filter(|i| asked.contains(ids.value(*i))) {
+                    existing_lsn.insert(ids.value(i).to_string(), lsns.value(i));
+                    existing_created.insert(ids.value(i).to_string(), created.value(i));
+                }
             }
         }
     }
@@ -841,6 +903,127 @@ fn watermark(
     Ok(seen.into_keys().next().flatten())
 }
 
+const DAY_US: i64 = 86_400_000_000;
+
+/// The UTC days holding `stamps` (microseconds), as inclusive ranges with adjacent days
+/// merged, in order.
+fn day_ranges(stamps: impl Iterator<Item = i64>) -> Vec<(i64, i64)> {
+    let days: BTreeSet<i64> = stamps.map(|t| t.div_euclid(DAY_US)).collect();
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for d in days {
+        let start = d.saturating_mul(DAY_US);
+        let end = start.saturating_add(DAY_US - 1);
+        match out.last_mut() {
+            Some((_, last)) if last.checked_add(1) == Some(start) => *last = end,
+            _ => out.push((start, end)),
+        }
+    }
+    out
+}
+
+/// `column` (a timestamp) within one of `ranges`; `None` when there are none.
+fn within(column: &str, ranges: &[(i64, i64)]) -> Option<Predicate> {
+    ranges
+        .iter()
+        .map(|(lo, hi)| {
+            Reference::new(column)
+                .greater_than_or_equal_to(Datum::timestamptz_micros(*lo))
+                .and(Reference::new(column).less_than_or_equal_to(Datum::timestamptz_micros(*hi)))
+        })
+        .reduce(Predicate::or)
+}
+
+/// What [`read_where`] read: the rows, and the data files it opened of those the snapshot
+/// holds.
+struct Read {
+    table: String,
+    batches: Vec<RecordBatch>,
+    files_opened: usize,
+    files_held: Option<u64>,
+}
+
+impl Read {
+    fn rows(&self) -> u64 {
+        self.batches.iter().map(|b| b.num_rows() as u64).sum()
+    }
+
+    fn describe(&self, what: &str) -> String {
+        let held = self
+            .files_held
+            .map_or(String::new(), |n| format!(" of {n}"));
+        format!(
+            "read {} {what} from {}{held} data files of {}",
+            self.rows(),
+            self.files_opened,
+            self.table
+        )
+    }
+}
+
+/// Only `columns` of the rows of a table at the branch that `filter` may hold. The filter goes
+/// to iceberg's scan planning, so data files whose partition or column bounds cannot hold a
+/// match are never opened; within the files opened, Parquet row groups and rows are filtered
+/// by it too.
+async fn read_where(
+    table: &Table,
+    branch: &str,
+    columns: &[&str],
+    filter: Predicate,
+) -> Result<Read> {
+    let name = table.name().to_string();
+    let mut read = Read {
+        table: name.clone(),
+        batches: Vec::new(),
+        files_opened: 0,
+        files_held: None,
+    };
+    let Some(head) = table.head(branch) else {
+        return Ok(read);
+    };
+    let ice = |e: lake::iceberg::Error| {
+        ShackError::lake(
+            &name,
+            LakeError::Iceberg {
+                context: format!("reading {name}"),
+                source: Box::new(e),
+            },
+        )
+    };
+    read.files_held = table.snapshot(head).ok().and_then(|s| {
+        s.summary
+            .get("total-data-files")
+            .and_then(|v| v.parse().ok())
+    });
+    let iceberg = table.iceberg();
+    let scan = iceberg
+        .scan()
+        .snapshot_id(head)
+        .select(columns.iter().copied())
+        .with_filter(filter)
+        .build()
+        .map_err(ice)?;
+    let tasks: Vec<_> = scan
+        .plan_files()
+        .await
+        .map_err(ice)?
+        .try_collect()
+        .await
+        .map_err(ice)?;
+    read.files_opened = tasks.len();
+    let runtime = lake::iceberg::Runtime::try_current().map_err(ice)?;
+    let batches: Vec<RecordBatch> =
+        lake::iceberg::arrow::ArrowReaderBuilder::new(iceberg.file_io().clone(), runtime)
+            .build()
+            .read(Box::pin(futures::stream::iter(tasks.into_iter().map(Ok))))
+            .map_err(ice)?
+            .stream()
+            .try_collect()
+            .await
+            .map_err(ice)?;
+    read.batches = typed(table, batches)?;
+    Ok(read)
+}
+
 async fn scan(table: &Table, branch: &str) -> Result<Vec<RecordBatch>> {
     if table.head(branch).is_none() {
         return Ok(Vec::new());
@@ -851,33 +1034,10 @@ async fn scan(table: &Table, branch: &str) -> Result<Vec<RecordBatch>> {
         .map_err(|e| ShackError::lake(table.name().to_string(), e))
 }
 
-/// Only `columns` of a table at the branch: DataFusion reads just those Parquet columns (the
-/// key lookups of a boil read the keys of every row, not the rows).
-async fn key_columns(table: &Table, branch: &str, columns: &[&str]) -> Result<Vec<RecordBatch>> {
-    if table.head(branch).is_none() {
-        return Ok(Vec::new());
-    }
+/// `batches` read from `table` with every column given the table's own type (strings may
+/// come back as views or large strings).
+fn typed(table: &Table, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
     let name = table.name().to_string();
-    let df_err = |e| ShackError::lake(&name, LakeError::DataFusion(Box::new(e)));
-    let ctx = lake::datafusion::prelude::SessionContext::new();
-    lake::register_table(&ctx, table, &At::reference(branch))
-        .await
-        .map_err(|e| ShackError::lake(&name, e))?;
-    let quoted: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
-    let sql = format!(
-        "select {} from {}.{}",
-        quoted.join(", "),
-        table.name().namespace,
-        table.name().table
-    );
-    let batches = ctx
-        .sql(&sql)
-        .await
-        .map_err(df_err)?
-        .collect()
-        .await
-        .map_err(df_err)?;
-    // Strings may come back as views: give every column the table's own type.
     let schema = table
         .arrow_schema()
         .map_err(|e| ShackError::lake(&name, e))?;

@@ -333,13 +333,18 @@ pub fn schema(table: &str) -> Result<SchemaRef> {
     Ok(batch.schema())
 }
 
-/// How a silver table is partitioned. `silver.orders` by the day its order was created: an
-/// order's changes come within days of its creation, so a merge of new changes opens and
-/// rewrites only recent days (the partition column is part of the merge key, so lake prunes by
-/// it). The others are unpartitioned: they are only appended to or rebuilt whole.
+/// How a silver table is partitioned (when a boil creates it: an existing table keeps the spec
+/// it was made with, and is read and written in that spec). `silver.orders` by the day its
+/// order was created: an order's changes come within days of its creation, so a merge of new
+/// changes opens and rewrites only recent days (the partition column is part of the merge key,
+/// so lake prunes by it). `silver.payments` by the day of its event's `created_at`: a
+/// redelivery carries the same instant, so a boil looks for the ids it already holds in the
+/// new events' days only. Lakes made before it was partitioned prune by the data files'
+/// `created_at` bounds instead. The others are unpartitioned: they are only appended to or
+/// rebuilt whole.
 pub fn partitioning(table: &str) -> Vec<lake::PartitionField> {
     match table {
-        ORDERS => vec![lake::PartitionField::day("created_at")],
+        ORDERS | PAYMENTS => vec![lake::PartitionField::day("created_at")],
         _ => Vec::new(),
     }
 }
