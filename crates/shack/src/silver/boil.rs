@@ -378,7 +378,7 @@ pub async fn stage_boil(
             // some) and iceberg's row filter tests each row against every id; the days read
             // above are skipped, the ids are matched here.
             let filter = match within("created_at", &days) {
-                Some(read) => read.negate(),
+                Some(days_read) => days_read.negate(),
                 None => Predicate::AlwaysTrue,
             };
             let read = read_where(
@@ -950,7 +950,8 @@ impl Read {
     fn describe(&self, what: &str) -> String {
         let held = self
             .files_held
-            .map_or(String::new(), |n| format!(" of {n}"));
+            .map(|n| format!(" of {n}"))
+            .unwrap_or_default();
         format!(
             "read {} {what} from {}{held} data files of {}",
             self.rows(),
