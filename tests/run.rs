@@ -166,6 +166,27 @@ fn the_august_17_morning_exits_3_then_a_replay_exits_0() {
         "{out}"
     );
 
+    // What the blocked build would publish: bronze, silver and gold ahead, the marts' values.
+    let d = sugarshack(dir, &["diff"], &[]);
+    let diff = stdout(&d);
+    assert!(d.status.success(), "{}", stderr(&d));
+    assert!(diff.starts_with("main..audit\n"), "{diff}");
+    for table in [
+        "bronze.payments",
+        "silver.quarantine",
+        "gold.mart_daily_cash",
+    ] {
+        assert!(
+            diff.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{table} "))),
+            "{table} differs: {diff}"
+        );
+    }
+    assert!(
+        diff.contains("gold.mart_daily_cash  2026-08-16 cad  net_minor: "),
+        "{diff}"
+    );
+
     let mut replay = morning.to_vec();
     replay.push("--replay");
     let o = sugarshack(dir, &replay, &[]);
@@ -177,6 +198,13 @@ fn the_august_17_morning_exits_3_then_a_replay_exits_0() {
     assert!(
         out.ends_with("\nPublished gold as of 2026-08-17 12:00 UTC.\n"),
         "{out}"
+    );
+
+    let d = sugarshack(dir, &["diff"], &[]);
+    assert_eq!(
+        stdout(&d),
+        "main..audit\n  no table differs\n",
+        "published: nothing left"
     );
 
     // An error is neither: a parser the registry does not know.

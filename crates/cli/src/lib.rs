@@ -198,6 +198,19 @@ enum Command {
         #[arg(long)]
         read_only: bool,
     },
+    /// What a publish would change: `main..audit` by default (any two refs: `publish-3..main`).
+    /// Per table, snapshots ahead and rows added and removed; for the gold marts, every value
+    /// that changed, by key (old -> new).
+    Diff {
+        /// `FROM..TO`, two branch or tag names.
+        #[arg(default_value = "main..audit")]
+        range: String,
+        /// Changed values printed (all of them with --format json).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// Publishes and blocked runs, oldest first: as-of, each audit's verdict, the catalog
     /// version, when it was recorded.
     History {
@@ -668,6 +681,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 if *read_only { ", read-only" } else { "" }
             );
             rest::serve_on(listener, lake, options).await?;
+        }
+        Command::Diff {
+            range,
+            limit,
+            format,
+        } => {
+            let Some((from, to)) = range
+                .split_once("..")
+                .filter(|(a, b)| !a.is_empty() && !b.is_empty())
+            else {
+                anyhow::bail!("{range:?} is not a range: write FROM..TO, for example main..audit");
+            };
+            let lake = open(&cli)?;
+            let d = shack::diff::diff(&lake, from, to).await?;
+            if *format == Format::Json {
+                say!("{}", serde_json::to_string_pretty(&d)?);
+            } else {
+                say_raw!("{}", d.render(*limit));
+            }
         }
         Command::History { format } => {
             let lake = open(&cli)?;

@@ -39,6 +39,7 @@
 pub mod audits;
 pub mod bronze;
 pub mod config;
+pub mod diff;
 mod error;
 pub mod gold;
 pub mod grade;
