@@ -187,6 +187,42 @@ fn the_august_17_morning_exits_3_then_a_replay_exits_0() {
         "{diff}"
     );
 
+    let st = stdout(&sugarshack(dir, &["status"], &[]));
+    assert!(
+        st.contains("tapped     through 2026-08-17T12:00:00Z"),
+        "{st}"
+    );
+    assert!(
+        st.contains("published  publish 1 as of 2026-08-16 23:59 UTC"),
+        "{st}"
+    );
+    assert!(
+        st.contains("blocked    last as of 2026-08-17 12:00 UTC: quarantine rate: "),
+        "{st}"
+    );
+    let tables = stdout(&sugarshack(dir, &["tables", "--format", "json"], &[]));
+    let tables: serde_json::Value = serde_json::from_str(&tables).expect("json");
+    let gold = tables
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|t| t["table"] == "gold.mart_daily_cash")
+        .expect("gold.mart_daily_cash listed");
+    assert!(
+        gold["metadata_location"]
+            .as_str()
+            .is_some_and(|l| l.ends_with(".metadata.json"))
+    );
+    let about = stdout(&sugarshack(
+        dir,
+        &["describe", "gold.mart_order_revenue"],
+        &[],
+    ));
+    assert!(
+        about.contains("order_date  identity   order_date"),
+        "{about}"
+    );
+
     let mut replay = morning.to_vec();
     replay.push("--replay");
     let o = sugarshack(dir, &replay, &[]);

@@ -211,6 +211,26 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Where the lake stands: tapped through when, what is on `audit` and not yet published,
+    /// the last publish and the last blocked run.
+    Status {
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Every table with its rows at `main` and at `audit`, its refs and its metadata location
+    /// (what pyiceberg's `StaticTable.from_metadata` or DuckDB's `iceberg_scan` open).
+    Tables {
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// One table: its schema (with Iceberg field ids), partitioning, refs, snapshots and
+    /// metadata location.
+    Describe {
+        /// `namespace.table`.
+        table: String,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// Publishes and blocked runs, oldest first: as-of, each audit's verdict, the catalog
     /// version, when it was recorded.
     History {
@@ -700,6 +720,209 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 say_raw!("{}", d.render(*limit));
             }
+        }
+        Command::Status { format } => {
+            let lake = open(&cli)?;
+            let head = lake.head().await?;
+            let log = shack::publishes(&lake).await?;
+            let mut tapped_through = None;
+            if head.tables.contains_key(shack::bronze::LANDING_FILES) {
+                let t = lake.table_in(&head, shack::bronze::LANDING_FILES).await?;
+                if let Some(id) = t.head(shack::bronze::AUDIT_BRANCH) {
+                    tapped_through = t
+                        .snapshot(id)?
+                        .summary
+                        .get(shack::bronze::props::THROUGH)
+                        .cloned();
+                }
+            }
+            let waiting: Vec<String> =
+                shack::diff::diff(&lake, "main", shack::bronze::AUDIT_BRANCH)
+                    .await?
+                    .tables
+                    .into_iter()
+                    .filter(|t| t.from != t.to && t.to.is_some())
+                    .map(|t| t.table)
+                    .collect();
+            let last_publish = log.iter().rev().find(|r| r.is_published());
+            let last_block = log.iter().rev().find(|r| !r.is_published());
+            let describe = |r: &shack::PublishRecord| {
+                let blocks: Vec<&str> = r
+                    .audits
+                    .iter()
+                    .filter(|a| a.verdict == shack::Verdict::Block)
+                    .map(|a| a.name.as_str())
+                    .collect();
+                serde_json::json!({
+                    "seq": r.seq,
+                    "publish": r.publish_number,
+                    "status": r.status(),
+                    "as_of": r.as_of.format("%Y-%m-%d %H:%M UTC").to_string(),
+                    "blocked_by": blocks,
+                    "recorded_at": output::ms_to_utc(r.recorded_at_ms),
+                })
+            };
+            let status = serde_json::json!({
+                "catalog_version": head.version,
+                "tapped_through": tapped_through,
+                "waiting_on_audit": waiting,
+                "last_publish": last_publish.map(describe),
+                "last_blocked": last_block.map(describe),
+            });
+            if *format == Format::Json {
+                say!("{}", serde_json::to_string_pretty(&status)?);
+                return Ok(());
+            }
+            if tapped_through.is_none() && log.is_empty() {
+                say!(
+                    "nothing tapped or published yet: `sugarshack season`, or `sugarshack run --through T`"
+                );
+                return Ok(());
+            }
+            say!(
+                "tapped     through {}",
+                tapped_through.as_deref().unwrap_or("(nothing tapped)")
+            );
+            if waiting.is_empty() {
+                say!("audit      nothing waiting: every table's audit is published");
+            } else {
+                say!(
+                    "audit      {} table(s) ahead of main, not published: {} (`sugarshack diff` shows what would change)",
+                    waiting.len(),
+                    waiting.join(", ")
+                );
+            }
+            match last_publish {
+                Some(r) => say!(
+                    "published  publish {} as of {} ({})",
+                    r.publish_number.unwrap_or_default(),
+                    r.as_of.format("%Y-%m-%d %H:%M UTC"),
+                    r.status()
+                ),
+                None => say!("published  nothing yet"),
+            }
+            if let Some(r) = last_block {
+                let blocks: Vec<String> = r
+                    .audits
+                    .iter()
+                    .filter(|a| a.verdict == shack::Verdict::Block)
+                    .map(|a| format!("{}: {}", a.name, a.reason))
+                    .collect();
+                say!(
+                    "blocked    last as of {}: {}",
+                    r.as_of.format("%Y-%m-%d %H:%M UTC"),
+                    blocks.join("; ")
+                );
+            }
+        }
+        Command::Tables { format } => {
+            let lake = open(&cli)?;
+            let head = lake.head().await?;
+            let mut rows = Vec::new();
+            for name in head.tables.keys() {
+                let t = lake.table_in(&head, name).await?;
+                let records = |r: &str| -> anyhow::Result<serde_json::Value> {
+                    Ok(match t.head(r) {
+                        Some(id) => t
+                            .snapshot(id)?
+                            .summary
+                            .get("total-records")
+                            .and_then(|v| v.parse::<u64>().ok())
+                            .map(serde_json::Value::from)
+                            .unwrap_or(serde_json::Value::Null),
+                        None => serde_json::Value::Null,
+                    })
+                };
+                rows.push(serde_json::json!({
+                    "table": name,
+                    "rows_main": records("main")?,
+                    "rows_audit": records(shack::bronze::AUDIT_BRANCH)?,
+                    "refs": t.refs().len(),
+                    "metadata_location": t.metadata_location(),
+                }));
+            }
+            output::print_json_rows(
+                &rows,
+                *format,
+                &[
+                    "table",
+                    "rows_main",
+                    "rows_audit",
+                    "refs",
+                    "metadata_location",
+                ],
+            )?;
+        }
+        Command::Describe { table, format } => {
+            let lake = open(&cli)?;
+            let t = lake.table(table).await?;
+            let md = t.metadata();
+            let schema = md.current_schema();
+            let fields: Vec<serde_json::Value> = schema
+                .as_struct()
+                .fields()
+                .iter()
+                .map(|f| {
+                    serde_json::json!({
+                        "id": f.id,
+                        "name": f.name,
+                        "type": f.field_type.to_string(),
+                        "required": f.required,
+                    })
+                })
+                .collect();
+            let partitioning: Vec<serde_json::Value> = md
+                .default_partition_spec()
+                .fields()
+                .iter()
+                .map(|p| {
+                    let source = schema
+                        .field_by_id(p.source_id)
+                        .map(|f| f.name.clone())
+                        .unwrap_or_default();
+                    serde_json::json!({ "name": p.name, "transform": p.transform.to_string(), "source": source })
+                })
+                .collect();
+            let refs: Vec<serde_json::Value> = t
+                .refs()
+                .iter()
+                .map(|r| serde_json::json!({ "name": r.name, "type": r.kind, "snapshot_id": r.snapshot_id }))
+                .collect();
+            let about = serde_json::json!({
+                "table": table,
+                "format_version": md.format_version() as u8,
+                "location": t.location(),
+                "metadata_location": t.metadata_location(),
+                "snapshots": t.snapshots().len(),
+                "schema": fields,
+                "partitioning": partitioning,
+                "refs": refs,
+            });
+            if *format == Format::Json {
+                say!("{}", serde_json::to_string_pretty(&about)?);
+                return Ok(());
+            }
+            say!(
+                "{table}  (Iceberg v{}, {} snapshots)",
+                md.format_version() as u8,
+                t.snapshots().len()
+            );
+            say!("location           {}", t.location());
+            say!("metadata location  {}", t.metadata_location());
+            say!("schema:");
+            output::print_json_rows(&fields, Format::Table, &["id", "name", "type", "required"])?;
+            if partitioning.is_empty() {
+                say!("partitioning: none");
+            } else {
+                say!("partitioning:");
+                output::print_json_rows(
+                    &partitioning,
+                    Format::Table,
+                    &["name", "transform", "source"],
+                )?;
+            }
+            say!("refs:");
+            output::print_json_rows(&refs, Format::Table, &["name", "type", "snapshot_id"])?;
         }
         Command::History { format } => {
             let lake = open(&cli)?;
