@@ -598,3 +598,75 @@ fn season_plays_the_mornings_and_a_second_play_changes_nothing() {
         assert_eq!(assert_one_publish(&open(dir), "after the season").await, 18);
     });
 }
+
+/// `compare` on the story's Tuesday: the bridge from the bucket brigade's August to gold's adds
+/// up line by line and ends exactly at gold; each of the five errors is material (C$5,000 or
+/// more) with the story's sign; the queue both ways equals the season's truth.
+#[test]
+fn compare_bridges_the_bucket_brigade_to_gold_exactly() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    season(dir);
+    let tuesday = "2026-09-08T12:00";
+    let o = sugarshack(dir, &["run", "--through", tuesday], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let o = sugarshack(dir, &["compare", "--through", tuesday], &[]);
+    print!("{}", stdout(&o));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("(matches)"), "{}", stdout(&o));
+    let o = sugarshack(
+        dir,
+        &["compare", "--through", tuesday, "--format", "json"],
+        &[],
+    );
+    let c: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+    assert_eq!(c["month"], "2026-08");
+    let mut running = c["naive_minor"].as_i64().expect("naive");
+    let lines = c["lines"].as_array().expect("lines");
+    let labels: Vec<&str> = lines.iter().filter_map(|l| l["label"].as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "re-sent files counted twice",
+            "webhook retries counted twice",
+            "v2 amounts read as null",
+            "refunds never subtracted",
+            "USD added as if it were CAD"
+        ]
+    );
+    for (l, sign) in lines.iter().zip([-1i64, -1, 1, -1, 1]) {
+        let amount = l["amount_minor"].as_i64().expect("amount");
+        running += amount;
+        assert_eq!(l["running_minor"].as_i64(), Some(running), "{l}");
+        assert_eq!(amount.signum(), sign, "the story's sign: {l}");
+        assert!(amount.abs() >= 500_000, "material (C$5,000 or more): {l}");
+    }
+    assert_eq!(c["end_minor"].as_i64(), Some(running));
+    assert_eq!(
+        c["gold_minor"].as_i64(),
+        Some(running),
+        "the bridge ends at gold"
+    );
+
+    let truth = sugarbush::load_truth(&dir.join("warehouse")).expect("truth");
+    let at = chrono::DateTime::parse_from_rfc3339("2026-09-08T12:00:00Z")
+        .expect("instant")
+        .with_timezone(&chrono::Utc);
+    let want = truth.awaiting_at(at).expect("a noon checkpoint");
+    assert_eq!(
+        (
+            c["queue_naive"]["waiting"].as_u64(),
+            c["queue_naive"]["over_72h"].as_u64()
+        ),
+        (Some(want.naive_waiting), Some(want.naive_over_72h)),
+        "the bucket brigade's queue"
+    );
+    assert_eq!(
+        (
+            c["queue_gold"]["waiting"].as_u64(),
+            c["queue_gold"]["over_72h"].as_u64()
+        ),
+        (Some(want.visible_waiting), Some(want.visible_over_72h)),
+        "gold's queue is what a correct pipeline sees"
+    );
+}

@@ -198,6 +198,19 @@ enum Command {
         #[arg(long)]
         read_only: bool,
     },
+    /// Weigh the barrels: the old "bucket brigade" dashboard's month, computed the naive way
+    /// from the landing files, then one line per error with its amount and running total,
+    /// ending at gold.mart_daily_cash of the last publish at or before --through; then the
+    /// awaiting-shipment queue both ways. Example: `sugarshack compare --through 2026-09-08T12:00`.
+    Compare {
+        #[arg(long, value_parser = parse_through)]
+        through: chrono::DateTime<chrono::Utc>,
+        /// The month (`2026-08`; default: the month before --through).
+        #[arg(long)]
+        month: Option<String>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// What a publish would change: `main..audit` by default (any two refs: `publish-3..main`).
     /// Per table, snapshots ahead and rows added and removed; for the gold marts, every value
     /// that changed, by key (old -> new).
@@ -701,6 +714,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 if *read_only { ", read-only" } else { "" }
             );
             rest::serve_on(listener, lake, options).await?;
+        }
+        Command::Compare {
+            through,
+            month,
+            format,
+        } => {
+            let month = match month {
+                None => None,
+                Some(m) => {
+                    let parsed = m.split_once('-').and_then(|(y, mo)| {
+                        Some((y.parse::<i32>().ok()?, mo.parse::<u32>().ok()?))
+                    });
+                    match parsed {
+                        Some((y, mo)) if (1..=12).contains(&mo) => Some((y, mo)),
+                        _ => anyhow::bail!("--month {m:?} is not a month like 2026-08"),
+                    }
+                }
+            };
+            let lake = open(&cli)?;
+            let c = shack::compare::compare(&lake, &cli.warehouse, *through, month).await?;
+            if *format == Format::Json {
+                say!("{}", serde_json::to_string_pretty(&c)?);
+            } else {
+                say_raw!("{}", c.render());
+            }
         }
         Command::Diff {
             range,

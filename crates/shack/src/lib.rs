@@ -38,6 +38,7 @@
 
 pub mod audits;
 pub mod bronze;
+pub mod compare;
 pub mod config;
 pub mod diff;
 mod error;
