@@ -670,3 +670,71 @@ fn compare_bridges_the_bucket_brigade_to_gold_exactly() {
         "gold's queue is what a correct pipeline sees"
     );
 }
+
+/// Two right answers: August cash by processor date stays put while August orders by order
+/// date fall as refunds trickle in — each figure read by time travel, and equal to SQL over
+/// the same publish.
+#[test]
+fn two_right_answers_by_time_travel() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    season(dir);
+    let as_ofs = [
+        "2026-09-08T12:00",
+        "2026-09-15T12:00",
+        "2026-09-22T12:00",
+        "2026-09-30T12:00",
+        "2026-10-15T12:00",
+    ];
+    for t in as_ofs {
+        let o = sugarshack(dir, &["run", "--through", t], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    }
+    let o = sugarshack(dir, &["two-answers", "--format", "json"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+    let rows = rows.as_array().expect("rows");
+    assert_eq!(rows.len(), as_ofs.len());
+    let sql = |sql: &str, as_of: &str| -> i64 {
+        let o = sugarshack(
+            dir,
+            &["query", sql, "--as-of", as_of, "--format", "json"],
+            &[],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+        v[0]["n"].as_i64().expect("a sum")
+    };
+    let mut orders = Vec::new();
+    for (r, t) in rows.iter().zip(as_ofs) {
+        let cash = r["cash_minor"].as_i64().expect("cash");
+        let ord = r["orders_minor"].as_i64().expect("orders");
+        assert_eq!(
+            cash,
+            sql(
+                "select sum(net_cad_minor) as n from gold.mart_daily_cash \
+                 where processor_date >= '2026-08-01' and processor_date < '2026-09-01'",
+                t
+            ),
+            "cash as of {t}"
+        );
+        assert_eq!(
+            ord,
+            sql(
+                "select sum(net_cad_minor) as n from gold.mart_order_revenue \
+                 where order_date >= '2026-08-01' and order_date < '2026-09-01'",
+                t
+            ),
+            "orders as of {t}"
+        );
+        orders.push((cash, ord));
+    }
+    assert!(
+        orders.iter().all(|(c, _)| *c == orders[0].0),
+        "August cash is settled: {orders:?}"
+    );
+    assert!(
+        orders.windows(2).all(|w| w[1].1 <= w[0].1) && orders[4].1 < orders[0].1,
+        "August orders fall as refunds trickle in: {orders:?}"
+    );
+}

@@ -211,6 +211,21 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Two right answers: a month's cash by processor date (what finance reconciles) and its
+    /// orders by order date (what product uses), each read by time travel as of several
+    /// published dates — cash settles, orders fall as refunds trickle in.
+    /// Example: `sugarshack two-answers --month 2026-08`.
+    TwoAnswers {
+        /// The month (default 2026-08).
+        #[arg(long, default_value = "2026-08")]
+        month: String,
+        /// As-ofs to read (repeatable; default: the 8th, 15th, 22nd and 30th of the next month
+        /// and the 15th of the one after, at noon UTC).
+        #[arg(long = "as-of", value_parser = parse_through)]
+        as_of: Vec<chrono::DateTime<chrono::Utc>>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// What a publish would change: `main..audit` by default (any two refs: `publish-3..main`).
     /// Per table, snapshots ahead and rows added and removed; for the gold marts, every value
     /// that changed, by key (old -> new).
@@ -714,6 +729,30 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 if *read_only { ", read-only" } else { "" }
             );
             rest::serve_on(listener, lake, options).await?;
+        }
+        Command::TwoAnswers {
+            month,
+            as_of,
+            format,
+        } => {
+            let parsed = month
+                .split_once('-')
+                .and_then(|(y, mo)| Some((y.parse::<i32>().ok()?, mo.parse::<u32>().ok()?)));
+            let Some((y, mo)) = parsed.filter(|(_, mo)| (1..=12).contains(mo)) else {
+                anyhow::bail!("--month {month:?} is not a month like 2026-08");
+            };
+            let as_ofs = if as_of.is_empty() {
+                shack::compare::default_as_ofs(y, mo)
+            } else {
+                as_of.clone()
+            };
+            let lake = open(&cli)?;
+            let rows = shack::compare::two_answers(&lake, (y, mo), &as_ofs).await?;
+            if *format == Format::Json {
+                say!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                say_raw!("{}", shack::compare::render_answers(month, &rows));
+            }
         }
         Command::Compare {
             through,

@@ -433,3 +433,143 @@ mod tests {
         assert_eq!(month_before(j), (2026, 12));
     }
 }
+
+/// One as-of of the "two right answers" table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Answers {
+    pub as_of: DateTime<Utc>,
+    /// The publish read (`None`: nothing published by then).
+    pub publish: Option<u64>,
+    /// The month's cash by processor date (`gold.mart_daily_cash`), CAD minor units.
+    pub cash_minor: Option<i64>,
+    /// The month's orders by order date (`gold.mart_order_revenue`), CAD minor units.
+    pub orders_minor: Option<i64>,
+}
+
+/// The as-ofs of the story's table for a month: the 8th, 15th, 22nd and 30th of the next month
+/// and the 15th of the one after, at noon UTC.
+pub fn default_as_ofs(year: i32, month: u32) -> Vec<DateTime<Utc>> {
+    let next = |y: i32, m: u32| if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+    let (y1, m1) = next(year, month);
+    let (y2, m2) = next(y1, m1);
+    [
+        (y1, m1, 8),
+        (y1, m1, 15),
+        (y1, m1, 22),
+        (y1, m1, 30),
+        (y2, m2, 15),
+    ]
+    .into_iter()
+    .filter_map(|(y, m, d)| Utc.with_ymd_and_hms(y, m, d, 12, 0, 0).single())
+    .collect()
+}
+
+/// Sum of `value` over the rows of `table` at `tag` whose `day` column falls in [from, to).
+async fn month_sum(
+    catalog: &Catalog,
+    table: &str,
+    tag: &str,
+    day: &str,
+    value: &str,
+    (from, to): (i32, i32),
+) -> Result<i64> {
+    let batches = catalog
+        .table(table)
+        .await
+        .map_err(|e| ShackError::lake(table, e))?
+        .scan(&At::reference(tag))
+        .await
+        .map_err(|e| ShackError::lake(table, e))?;
+    let mut sum = 0i64;
+    for b in &batches {
+        let d = col::<Int64Array>(b, day, &DataType::Int64)?;
+        let v = col::<Int64Array>(b, value, &DataType::Int64)?;
+        for i in 0..b.num_rows() {
+            if (from..to).contains(&(d.value(i) as i32)) && !v.is_null(i) {
+                sum += v.value(i);
+            }
+        }
+    }
+    Ok(sum)
+}
+
+/// Two right answers: a month's cash by processor date and its orders by order date, as of
+/// each instant (time travel to the last publish at or before it). Cash settles; orders keep
+/// falling as refunds of that month's orders trickle in.
+pub async fn two_answers(
+    catalog: &Catalog,
+    (year, month): (i32, u32),
+    as_ofs: &[DateTime<Utc>],
+) -> Result<Vec<Answers>> {
+    let first = NaiveDate::from_ymd_opt(year, month, 1)
+        .ok_or_else(|| bad("--month", format!("{year}-{month:02} is not a month")))?;
+    let next = if month == 12 {
+        NaiveDate::from_ymd_opt(year + 1, 1, 1)
+    } else {
+        NaiveDate::from_ymd_opt(year, month + 1, 1)
+    }
+    .ok_or_else(|| bad("--month", "no next month"))?;
+    let days = (gold::epoch_days(first), gold::epoch_days(next));
+    let mut out = Vec::with_capacity(as_ofs.len());
+    for t in as_ofs {
+        let Some(record) = publish::publish_at_or_before(catalog, *t).await? else {
+            out.push(Answers {
+                as_of: *t,
+                publish: None,
+                cash_minor: None,
+                orders_minor: None,
+            });
+            continue;
+        };
+        let tag = record.tag().unwrap_or_default();
+        let cash = month_sum(
+            catalog,
+            gold::MART_DAILY_CASH,
+            &tag,
+            "processor_date",
+            "net_cad_minor",
+            days,
+        )
+        .await?;
+        let orders = month_sum(
+            catalog,
+            gold::MART_ORDER_REVENUE,
+            &tag,
+            "order_date",
+            "net_cad_minor",
+            days,
+        )
+        .await?;
+        out.push(Answers {
+            as_of: *t,
+            publish: record.publish_number,
+            cash_minor: Some(cash),
+            orders_minor: Some(orders),
+        });
+    }
+    Ok(out)
+}
+
+/// The story's table of [`two_answers`].
+pub fn render_answers(month: &str, rows: &[Answers]) -> String {
+    let mut out = format!(
+        "{:<18} {:>22} {:>22}\n",
+        "as of",
+        format!("{month} cash"),
+        format!("{month} orders")
+    );
+    out.push_str(&format!(
+        "{:<18} {:>22} {:>22}\n",
+        "", "(by processor date)", "(by order date)"
+    ));
+    for r in rows {
+        let show = |v: Option<i64>| v.map(cad).unwrap_or_else(|| "not published".into());
+        out.push_str(&format!(
+            "{:<18} {:>22} {:>22}\n",
+            r.as_of.format("%Y-%m-%d %H:%M"),
+            show(r.cash_minor),
+            show(r.orders_minor)
+        ));
+    }
+    out
+}
