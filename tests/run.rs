@@ -738,3 +738,89 @@ fn two_right_answers_by_time_travel() {
         "August orders fall as refunds trickle in: {orders:?}"
     );
 }
+
+/// What a user meets at the prompt: `| head` ends quietly in every format, SQL from stdin, a row
+/// limit with the count, a hint when a table has nothing at `main`, one-line errors.
+#[test]
+fn the_prompt_is_quiet_and_helpful() {
+    use std::io::{Read, Write};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    season(dir);
+    let o = sugarshack(dir, &["tap", "--through", "2026-08-03"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Nothing published yet: main is empty, and the hint says where the rows are.
+    let o = sugarshack(
+        dir,
+        &["query", "select count(*) as n from bronze.orders"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "bronze.orders has nothing at main yet (nothing published): try --branch audit"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    let o = sugarshack(dir, &["run", "--through", "2026-08-03"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for format in ["table", "json", "csv"] {
+        for args in [
+            vec!["branches", "--format", format],
+            vec!["query", "select * from bronze.orders", "--format", format],
+        ] {
+            let mut child = command(dir, &args, &[])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            let mut first = [0u8; 10];
+            child
+                .stdout
+                .take()
+                .expect("stdout")
+                .read_exact(&mut first)
+                .expect("some output");
+            // The reader goes away, as `| head -c 10` does.
+            let o = child.wait_with_output().expect("wait");
+            assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+            assert_eq!(stderr(&o), "", "{args:?} ends quietly");
+        }
+    }
+    let mut child = command(dir, &["query", "-", "--format", "json"], &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"select count(*) as n from gold.fct_payments")
+        .expect("write the SQL");
+    let o = child.wait_with_output().expect("wait");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+    assert!(v[0]["n"].as_i64().is_some_and(|n| n > 0), "{v}");
+    let o = sugarshack(
+        dir,
+        &[
+            "query",
+            "select order_id from silver.orders",
+            "--limit",
+            "2",
+        ],
+        &[],
+    );
+    let out = stdout(&o);
+    assert!(
+        out.contains("rows, the first 2 shown: --limit 0 shows all)"),
+        "{out}"
+    );
+    // One line, no backtrace, no debug formatting.
+    let o = sugarshack(dir, &["query", "select nope from gold.fct_payments"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(e.starts_with("error: ") && e.lines().count() == 1, "{e}");
+    assert!(e.contains("nope"), "{e}");
+}

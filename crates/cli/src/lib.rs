@@ -150,8 +150,15 @@ enum Command {
     Tide(tide::TideArgs),
     /// Run SQL over every table of the catalog (`bronze.payments`, …), at `main` by default.
     Query {
-        /// The SQL (DataFusion dialect).
-        sql: String,
+        /// The SQL (DataFusion dialect); `-` reads it from stdin.
+        #[arg(required_unless_present = "file")]
+        sql: Option<String>,
+        /// Read the SQL from this file.
+        #[arg(long, conflicts_with = "sql")]
+        file: Option<PathBuf>,
+        /// At most this many rows (0: all). Default: 200 as a table, all as JSON or CSV.
+        #[arg(long)]
+        limit: Option<usize>,
         /// Read every table as the last publish at or before this instant left it (all tables
         /// from the same publish): `2026-08-17T12:00`, or a day (its last second).
         #[arg(long, value_parser = parse_through, conflicts_with_all = ["branch", "snapshot", "publish"])]
@@ -635,6 +642,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Query {
             sql,
+            file,
+            limit,
             as_of,
             publish,
             branch,
@@ -679,8 +688,54 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let (At::Snapshot(s), true) = (&at, ctx.registered.is_empty()) {
                 anyhow::bail!("no table has snapshot {s}");
             }
-            let batches = ctx.query(sql).await?;
-            output::print_batches(&batches, *format)?;
+            let text = match (sql.as_deref(), file) {
+                (_, Some(path)) => std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the SQL from {}", path.display()))?,
+                (Some("-"), None) => std::io::read_to_string(std::io::stdin())
+                    .context("reading the SQL from stdin")?,
+                (Some(q), None) => q.to_string(),
+                (None, None) => anyhow::bail!("give the SQL, `-` for stdin, or --file"),
+            };
+            let batches = ctx.query(&text).await?;
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            let limit = match (limit, format) {
+                (Some(0), _) => usize::MAX,
+                (Some(n), _) => *n,
+                (None, Format::Table) => 200,
+                (None, _) => usize::MAX,
+            };
+            let mut shown = Vec::new();
+            let mut left = limit;
+            for b in &batches {
+                if left == 0 {
+                    break;
+                }
+                let take = b.num_rows().min(left);
+                shown.push(b.slice(0, take));
+                left -= take;
+            }
+            output::print_batches(&shown, *format)?;
+            if *format == Format::Table {
+                if rows > limit {
+                    say!("({rows} rows, the first {limit} shown: --limit 0 shows all)");
+                } else {
+                    say!("({rows} row{})", if rows == 1 { "" } else { "s" });
+                }
+            }
+            if matches!(at, At::Main) {
+                let empty: Vec<&str> = ctx
+                    .registered
+                    .iter()
+                    .filter(|(name, snapshot)| snapshot.is_none() && text.contains(name.as_str()))
+                    .map(|(name, _)| name.as_str())
+                    .collect();
+                if !empty.is_empty() {
+                    eprintln!(
+                        "note: {} has nothing at main yet (nothing published): try --branch audit",
+                        empty.join(", ")
+                    );
+                }
+            }
         }
         Command::Rollback { to, reason } => {
             let lake = open(&cli)?;
@@ -1253,6 +1308,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// True when an error is stdout closing under us (`| head`): an io error, or one a JSON or CSV
+/// writer wrapped (they keep only the message).
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .is_some_and(|j| j.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
+            || c.to_string().contains("Broken pipe (os error 32)")
+    })
+}
+
 /// The `sugarshack` program: parse the process's arguments, run the command, report errors on
 /// stderr as one line. The exit code is what a scheduler acts on.
 pub fn main() -> ExitCode {
@@ -1270,12 +1337,7 @@ pub fn main() -> ExitCode {
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<Blocked>().is_some() => ExitCode::from(EXIT_BLOCKED),
-        Err(e)
-            if e.chain().any(|c| {
-                c.downcast_ref::<std::io::Error>()
-                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            }) =>
-        {
+        Err(e) if is_broken_pipe(&e) => {
             // The reader went away (`| head`): nothing more to say.
             ExitCode::SUCCESS
         }
