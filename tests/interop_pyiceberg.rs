@@ -42,11 +42,18 @@ out = {
 print(json.dumps(out))
 "#;
 
+/// `$SUGARSHACK_PYTHON`, else the workspace's `.venv` (the README's set-up), else the venv
+/// `.ci/run` keeps in `~/.cache/sugarshack/venv`.
 fn python() -> PathBuf {
     if let Ok(p) = std::env::var("SUGARSHACK_PYTHON") {
         return PathBuf::from(p);
     }
-    support::package_dir().join("../.venv/bin/python")
+    let local = support::package_dir().join("../.venv/bin/python");
+    if local.exists() {
+        return local;
+    }
+    PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+        .join(".cache/sugarshack/venv/bin/python")
 }
 
 fn read_with_pyiceberg(metadata_location: &str) -> Value {
@@ -451,4 +458,101 @@ print(json.dumps({
             "gold.mart_order_revenue"
         ])
     );
+}
+
+/// DuckDB's iceberg extension (the PyPI wheels `.ci/run` installs; nothing downloaded at run
+/// time) attached to `sugarshack serve`: it reads gold as lake does, then creates a table and
+/// INSERTs rows that lake reads as snapshots of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duckdb_attaches_through_sugarshack_serve() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sugarshack = |args: &[&str]| {
+        let mut cmd = Command::new(support::program());
+        cmd.current_dir(dir.path())
+            .args(args)
+            .env_remove("SUGAR_PARSERS")
+            .env_remove("SUGARSHACK_CATALOG")
+            .env_remove("SUGARSHACK_WAREHOUSE")
+            .env_remove("SUGARSHACK_REST_TOKEN");
+        cmd
+    };
+    assert!(
+        sugarshack(&["sugarbush"])
+            .output()
+            .expect("sugarbush")
+            .status
+            .success()
+    );
+    let o = sugarshack(&["run", "--through", "2026-08-16"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0));
+    let mut server = sugarshack(&["serve", "--addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the server");
+    let mut first = String::new();
+    std::io::BufReader::new(server.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("the server says where it listens");
+    let uri = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("an http:// address")
+        .to_string();
+    let script = r#"
+import glob, json, os, sys
+import duckdb
+c = duckdb.connect()
+for ext in ["httpfs", "avro", "iceberg"]:
+    mod = __import__(f"duckdb_extension_{ext}")
+    path = glob.glob(os.path.join(os.path.dirname(mod.__file__), "extensions", "*", f"{ext}.duckdb_extension"))[0]
+    c.sql(f"LOAD '{path}'")
+c.sql(f"ATTACH 'warehouse' AS lake (TYPE iceberg, ENDPOINT '{sys.argv[1]}', AUTHORIZATION_TYPE 'none')")
+rows, net = c.sql("SELECT count(*), sum(net_minor) FROM lake.gold.mart_daily_cash").fetchone()
+c.sql("CREATE SCHEMA IF NOT EXISTS lake.scratch")
+c.sql("CREATE TABLE lake.scratch.notes (id BIGINT, note VARCHAR)")
+c.sql("INSERT INTO lake.scratch.notes VALUES (1, 'from duckdb'), (2, 'through rest')")
+c.sql("INSERT INTO lake.scratch.notes VALUES (3, 'again')")
+print(json.dumps({"rows": rows, "net": int(net)}))
+"#;
+    let py = Command::new(python())
+        .args(["-c", script, &uri])
+        .output()
+        .expect("run python");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        py.status.success(),
+        "DuckDB through serve (needs the duckdb and duckdb-extension-{{iceberg,avro,httpfs}} 1.5.5 wheels): {}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let theirs: Value = serde_json::from_slice(&py.stdout).expect("json");
+    let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse"))
+        .expect("open");
+    let sql = c.sql(None, &At::Main).await.expect("sql");
+    let ours = sql
+        .query("select count(*) as n, sum(net_minor) as net from gold.mart_daily_cash")
+        .await
+        .expect("query");
+    let int = |b: &RecordBatch, name: &str| {
+        b.column_by_name(name)
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            .map(|a| a.value(0))
+            .expect("an integer")
+    };
+    assert_eq!(theirs["rows"].as_i64(), Some(int(&ours[0], "n")));
+    assert_eq!(theirs["net"].as_i64(), Some(int(&ours[0], "net")));
+    // DuckDB's writes are lake's snapshots.
+    let notes = c
+        .table("scratch.notes")
+        .await
+        .expect("the table DuckDB created");
+    let snapshots = notes.snapshots();
+    assert_eq!(snapshots.len(), 2, "one snapshot per INSERT");
+    let mut ids = sorted_ids(&notes.scan(&At::Main).await.expect("scan"));
+    ids.dedup();
+    assert_eq!(ids, [1, 2, 3]);
 }

@@ -49,7 +49,7 @@ use arrow_array::RecordBatch;
 pub use catalog::{Catalog, Failpoint};
 pub use error::{LakeError, Result};
 pub use iceberg::spec::{Datum, Literal, PrimitiveLiteral, Struct, Transform};
-use iceberg::spec::{TableMetadataBuilder, UnboundPartitionSpec};
+use iceberg::spec::{TableMetadata, TableMetadataBuilder, UnboundPartitionSpec};
 pub use log::{CATALOG_FORMAT, CatalogVersion, TableEntry};
 pub use maintenance::{ExpireOptions, FileKind, OrphanReport, WATERMARK_PREFIX, watermark_key};
 pub use merge::{MatchCondition, MatchTest, MatchedAction, Merge, MergeReport, StagedMerge};
@@ -153,6 +153,22 @@ impl Catalog {
             base: None,
             kind: catalog::ChangeKind::Update(Box::new(md)),
             snapshot_id: None,
+            added_files: Vec::new(),
+            refs: None,
+        })
+    }
+
+    /// Stage a new table from metadata built elsewhere (a REST client's create transaction,
+    /// for example): committed, it installs `metadata` under `name`, or fails as a conflict if
+    /// the table exists by then. Its location must be the caller's to check.
+    pub fn stage_new_table(&self, name: &str, metadata: TableMetadata) -> Result<TableChange> {
+        let tn = TableName::parse(name)?;
+        let snapshot_id = metadata.current_snapshot_id();
+        Ok(TableChange {
+            table: tn,
+            base: None,
+            kind: catalog::ChangeKind::Update(Box::new(metadata)),
+            snapshot_id,
             added_files: Vec::new(),
             refs: None,
         })

@@ -37,11 +37,21 @@ sys.stdin.read()
 server.stop()
 "#;
 
+/// `$SUGARSHACK_PYTHON`, else the workspace's `.venv` (the README's set-up), else the venv
+/// `.ci/run` keeps in `~/.cache/sugarshack/venv`.
 fn python() -> PathBuf {
     match std::env::var("SUGARSHACK_PYTHON") {
         Ok(p) if !p.is_empty() => PathBuf::from(p),
-        _ => PathBuf::from(std::env::var("HOME").unwrap_or_default())
-            .join(".cache/sugarshack/venv/bin/python"),
+        _ => {
+            let local = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default())
+                .join("../../.venv/bin/python");
+            if local.exists() {
+                local
+            } else {
+                PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                    .join(".cache/sugarshack/venv/bin/python")
+            }
+        }
     }
 }
 

@@ -69,7 +69,9 @@ pub struct CreateTableRequest {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct LoadTableResult {
-    pub metadata_location: String,
+    /// `None` for a table staged and not created yet (stage-create).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata_location: Option<String>,
     pub metadata: TableMetadata,
     pub config: HashMap<String, String>,
 }

@@ -19,8 +19,10 @@ use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use iceberg::spec::{TableMetadata, TableMetadataBuilder};
-use iceberg::{NamespaceIdent, TableCreation, TableIdent, TableUpdate};
+use iceberg::spec::{
+    FormatVersion, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec,
+};
+use iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
 use lake::{CatalogVersion, TableName};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -193,7 +195,7 @@ pub(crate) fn inside_warehouse(warehouse: &str, location: &str) -> Answer<String
 
 fn load_result(location: &str, metadata: &TableMetadata) -> Response {
     json(LoadTableResult {
-        metadata_location: location.to_string(),
+        metadata_location: (!location.is_empty()).then(|| location.to_string()),
         metadata: metadata.clone(),
         config: HashMap::new(),
     })
@@ -360,11 +362,6 @@ async fn create_table(
 ) -> Answer<Response> {
     let ns = namespace(&path(p)?)?;
     let name = table_name(&ns, &req.name)?;
-    if req.stage_create {
-        return Err(RestError::unsupported(
-            "stage-create is not supported by this server yet",
-        ));
-    }
     let location = req
         .location
         .as_deref()
@@ -375,14 +372,42 @@ async fn create_table(
     if head.tables.contains_key(&name.to_string()) {
         return Err(RestError::exists(format!("table {name} already exists")));
     }
+    let stage_only = req.stage_create;
+    // `format-version` is a reserved property: clients (DuckDB, Spark) use it to ask for a
+    // format version; the table gets that version, and the property is not stored.
+    let mut properties = req.properties;
+    let format_version = match properties.remove("format-version").as_deref() {
+        None | Some("2") => FormatVersion::V2,
+        Some("1") => FormatVersion::V1,
+        Some("3") => FormatVersion::V3,
+        Some(other) => {
+            return Err(RestError::bad_request(format!(
+                "format-version {other:?} is not a table format version (1, 2 or 3)"
+            )));
+        }
+    };
     let creation = TableCreation::builder()
         .name(name.table.clone())
         .schema(req.schema)
         .location_opt(location)
         .partition_spec_opt(req.partition_spec)
         .sort_order_opt(req.write_order)
-        .properties(req.properties)
+        .properties(properties)
+        .format_version(format_version)
         .build();
+    if stage_only {
+        // Stage-create: the metadata the table would start with, nothing committed. The client
+        // creates it with a commit that asserts it does not exist yet (a create transaction).
+        let mut creation = creation;
+        if creation.location.is_none() {
+            creation.location = Some(state.catalog.default_table_location(&name));
+        }
+        let md = TableMetadataBuilder::from_table_creation(creation)
+            .and_then(|b| b.build())
+            .map_err(|e| RestError::from_commit(&e))?
+            .metadata;
+        return Ok(load_result("", &md));
+    }
     let t =
         iceberg::Catalog::create_table(&state.catalog, &NamespaceIdent::new(ns), creation).await?;
     Ok(load_result(
@@ -493,21 +518,94 @@ async fn register_table(
 /// A table's commit, validated and applied to its current metadata; not yet committed.
 struct Prepared {
     /// The table as the commit was checked against: the commit lands only while the table is
-    /// still there (the file catalog's compare-and-swap).
-    base: lake::Table,
+    /// still there (the file catalog's compare-and-swap). `None`: a create transaction (the
+    /// commit lands only while no table of that name exists).
+    base: Option<lake::Table>,
+    name: TableName,
     metadata: TableMetadata,
 }
 
 impl Prepared {
-    fn stage(self) -> lake::Result<lake::TableChange> {
-        self.base.stage_metadata(self.metadata)
+    fn stage(self, catalog: &lake::Catalog) -> lake::Result<lake::TableChange> {
+        match self.base {
+            Some(base) => base.stage_metadata(self.metadata),
+            None => catalog.stage_new_table(&self.name.to_string(), self.metadata),
+        }
     }
+}
+
+/// A create transaction (`assert-create` and the new table's updates, after a stage-create):
+/// the metadata built from scratch with iceberg's builder from the first schema and location
+/// the updates carry, then every update applied in order.
+fn prepare_create(state: &AppState, name: &TableName, req: CommitTableRequest) -> Answer<Prepared> {
+    for r in &req.requirements {
+        r.check(None).map_err(|e| RestError::from_commit(&e))?;
+    }
+    if !req
+        .requirements
+        .iter()
+        .any(|r| matches!(r, TableRequirement::NotExist))
+    {
+        return Err(RestError::no_table(&name.to_string()));
+    }
+    let warehouse = state.catalog.warehouse_url();
+    let schema = req
+        .updates
+        .iter()
+        .find_map(|u| match u {
+            TableUpdate::AddSchema { schema } => Some(schema.clone()),
+            _ => None,
+        })
+        .ok_or_else(|| RestError::bad_request("a create transaction needs add-schema"))?;
+    let location = match req.updates.iter().find_map(|u| match u {
+        TableUpdate::SetLocation { location } => Some(location.clone()),
+        _ => None,
+    }) {
+        Some(l) => inside_warehouse(warehouse, &l)?,
+        None => state.catalog.default_table_location(name),
+    };
+    let format = req
+        .updates
+        .iter()
+        .find_map(|u| match u {
+            TableUpdate::UpgradeFormatVersion { format_version } => Some(*format_version),
+            _ => None,
+        })
+        .unwrap_or(FormatVersion::V2);
+    let mut builder = TableMetadataBuilder::new(
+        schema,
+        UnboundPartitionSpec::builder().build(),
+        SortOrder::unsorted_order(),
+        location,
+        format,
+        HashMap::new(),
+    )
+    .map_err(|e| RestError::from_commit(&e))?;
+    for u in req.updates {
+        if let TableUpdate::SetLocation { location } = &u {
+            inside_warehouse(warehouse, location)?;
+        }
+        builder = u.apply(builder).map_err(|e| RestError::from_commit(&e))?;
+    }
+    let metadata = builder
+        .build()
+        .map_err(|e| RestError::from_commit(&e))?
+        .metadata;
+    Ok(Prepared {
+        base: None,
+        name: name.clone(),
+        metadata,
+    })
 }
 
 /// Check `req`'s requirements against the table's current metadata (409 when one fails) and
 /// apply its updates with iceberg's builder (400 when they do not apply).
 async fn prepare(state: &AppState, name: &TableName, req: CommitTableRequest) -> Answer<Prepared> {
-    let t = state.catalog.table(&name.to_string()).await?;
+    let t = match state.catalog.table(&name.to_string()).await {
+        Ok(t) => t,
+        Err(lake::LakeError::NoSuchTable { .. }) => return prepare_create(state, name, req),
+        Err(e) => return Err(e.into()),
+    };
     for r in &req.requirements {
         r.check(Some(t.metadata()))
             .map_err(|e| RestError::from_commit(&e))?;
@@ -527,7 +625,11 @@ async fn prepare(state: &AppState, name: &TableName, req: CommitTableRequest) ->
         .build()
         .map_err(|e| RestError::from_commit(&e))?
         .metadata;
-    Ok(Prepared { base: t, metadata })
+    Ok(Prepared {
+        base: Some(t),
+        name: name.clone(),
+        metadata,
+    })
 }
 
 async fn commit_table(
@@ -549,7 +651,7 @@ async fn commit_table(
     let committed = state
         .catalog
         .commit(
-            vec![prepared.stage()?],
+            vec![prepared.stage(&state.catalog)?],
             "rest-commit",
             &format!("REST commit to {key}"),
             BTreeMap::new(),
@@ -594,7 +696,11 @@ async fn commit_transaction(
     }
     let mut changes = Vec::new();
     for (name, change) in named {
-        changes.push(prepare(&state, &name, change).await?.stage()?);
+        changes.push(
+            prepare(&state, &name, change)
+                .await?
+                .stage(&state.catalog)?,
+        );
     }
     let tables: Vec<String> = seen.into_iter().collect();
     state

@@ -15,11 +15,19 @@ use lake::RefOp;
 use rest::ServeOptions;
 
 fn python() -> PathBuf {
+    // `$SUGARSHACK_PYTHON`, else the workspace's `.venv` (the README's set-up), else the venv
+    // `.ci/run` keeps in `~/.cache/sugarshack/venv`.
+    let local = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default())
+        .join("../../.venv/bin/python");
     let py = std::env::var_os("SUGARSHACK_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/sugarshack/venv/bin/python")
+            if local.exists() {
+                local
+            } else {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                    .join(".cache/sugarshack/venv/bin/python")
+            }
         });
     let ok = Command::new(&py)
         .args(["-c", "import pyiceberg, pyarrow"])
