@@ -62,6 +62,10 @@ struct Cli {
         default_value = "warehouse"
     )]
     warehouse: PathBuf,
+    /// The local folder that holds the season's `landing/` and `truth/` (what `sugarbush` writes
+    /// and `tap` reads). Default: the warehouse folder; needed when --warehouse is a URL.
+    #[arg(long, global = true, env = "SUGARSHACK_LANDING")]
+    landing: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -435,11 +439,6 @@ fn open(cli: &Cli) -> anyhow::Result<Catalog> {
     if catalog.is_none() && warehouse.is_none() {
         return Catalog::open_local(&cli.catalog, &cli.warehouse).with_context(context);
     }
-    if let (Some(w), Command::Tap { .. }) = (&warehouse, &cli.command) {
-        anyhow::bail!(
-            "tap reads the landing zone from a local folder (<warehouse>/landing), and --warehouse is {w}: keep the warehouse local for tap"
-        );
-    }
     let local = |dir: &std::path::Path| -> anyhow::Result<String> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(lake::local_dir_location(dir)?)
@@ -453,6 +452,36 @@ fn open(cli: &Cli) -> anyhow::Result<Catalog> {
         None => local(&cli.warehouse)?,
     };
     Catalog::open_url(&catalog, &warehouse).with_context(context)
+}
+
+/// The local folder holding `landing/` and `truth/`: --landing, else the warehouse folder.
+fn landing_root(cli: &Cli) -> anyhow::Result<PathBuf> {
+    match (&cli.landing, url_of(&cli.warehouse)?) {
+        (Some(dir), _) => {
+            if url_of(dir)?.is_some() {
+                anyhow::bail!(
+                    "--landing {} must be a local folder (the landing zone is files on this machine)",
+                    dir.display()
+                );
+            }
+            Ok(dir.clone())
+        }
+        (None, None) => Ok(cli.warehouse.clone()),
+        (None, Some(url)) => anyhow::bail!(
+            "--warehouse is {url}: give --landing DIR, the local folder that holds the season's landing/ (and truth/)"
+        ),
+    }
+}
+
+/// The settings file: `sugarshack.json` in the warehouse folder, or in the --landing folder
+/// when the warehouse is a URL (absent: the defaults).
+fn settings(cli: &Cli) -> anyhow::Result<shack::Settings> {
+    let dir = match (url_of(&cli.warehouse)?, &cli.landing) {
+        (None, _) => cli.warehouse.clone(),
+        (Some(_), Some(landing)) => landing.clone(),
+        (Some(_), None) => return Ok(shack::Settings::default()),
+    };
+    Ok(shack::Settings::load(&shack::Settings::default_path(&dir))?)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -487,7 +516,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ..shack::TapOptions::default()
             };
             let bar = progress::Bar::new("tap");
-            let report = shack::tap(&lake, &cli.warehouse, *through, &options, &bar).await;
+            let landing = landing_root(&cli)?;
+            let report = shack::tap(&lake, &landing, *through, &options, &bar).await;
             bar.finish();
             let report = report?;
             if *format == Format::Json {
@@ -497,16 +527,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Season { through, format } => {
-            if url_of(&cli.warehouse)?.is_some() {
-                anyhow::bail!(
-                    "season generates the landing zone in a local folder; --warehouse {} is a URL",
-                    cli.warehouse.display()
-                );
-            }
+            let landing = landing_root(&cli)?;
             let lake = open(&cli)?;
             let options = shack::SeasonOptions {
                 through: *through,
-                settings: shack::Settings::load(&shack::Settings::default_path(&cli.warehouse))?,
+                settings: settings(&cli)?,
                 orphan_grace: std::time::Duration::ZERO,
             };
             let bar = progress::Bar::new("season");
@@ -516,7 +541,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     bar.println(&r.render());
                 }
             };
-            let report = shack::play_season(&lake, &cli.warehouse, &options, &bar, &mut each).await;
+            let report = shack::play_season(&lake, &landing, &options, &bar, &mut each).await;
             bar.finish();
             let report = report?;
             if table {
@@ -534,8 +559,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             orphan_grace,
             format,
         } => {
+            let landing = landing_root(&cli)?;
             let lake = open(&cli)?;
-            let settings = shack::Settings::load(&shack::Settings::default_path(&cli.warehouse))?;
+            let settings = settings(&cli)?;
             let mut options = shack::RunOptions {
                 replay: *replay,
                 orphan_grace: *orphan_grace,
@@ -547,7 +573,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let bar = progress::Bar::new("run");
             let now_ms = chrono::Utc::now().timestamp_millis();
-            let report = shack::run(&lake, &cli.warehouse, &options, now_ms, &bar).await;
+            let report = shack::run(&lake, &landing, &options, now_ms, &bar).await;
             bar.finish();
             let report = report?;
             // Wall clock goes to stderr: stdout is the same on every run.
@@ -586,12 +612,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             force,
             format,
         } => {
-            if url_of(&cli.warehouse)?.is_some() {
-                anyhow::bail!(
-                    "sugarbush writes the season's landing zone to a local folder; --warehouse {} is a URL",
-                    cli.warehouse.display()
-                );
-            }
+            let landing = landing_root(&cli)?;
             let cfg = sugarbush::SeasonConfig {
                 seed: seed.unwrap_or(sugarbush::DEFAULT_SEED),
                 scale: *scale,
@@ -599,7 +620,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let bar = progress::Bar::new("sugarbush");
             let started = std::time::Instant::now();
             let report = sugarbush::generate(
-                &cli.warehouse,
+                &landing,
                 &cfg,
                 &sugarbush::GenerateOptions { force: *force },
                 &bar,
@@ -614,7 +635,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "season seed {} scale {} -> {}",
                 report.seed,
                 report.scale,
-                sugarbush::landing_dir(&cli.warehouse).display()
+                sugarbush::landing_dir(&landing).display()
             );
             let mut rows = Vec::new();
             for s in &report.sources {
@@ -637,7 +658,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "{:.1} s, {:.0} lines/s; ground truth in {}",
                 secs,
                 report.lines as f64 / secs.max(1e-9),
-                sugarbush::truth_dir(&cli.warehouse).display()
+                sugarbush::truth_dir(&landing).display()
             );
         }
         Command::Query {
@@ -827,7 +848,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             };
             let lake = open(&cli)?;
-            let c = shack::compare::compare(&lake, &cli.warehouse, *through, month).await?;
+            let landing = landing_root(&cli)?;
+            let c = shack::compare::compare(&lake, &landing, *through, month).await?;
             if *format == Format::Json {
                 say!("{}", serde_json::to_string_pretty(&c)?);
             } else {
