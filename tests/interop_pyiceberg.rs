@@ -6,8 +6,9 @@
 
 mod support;
 
+use support::python;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
@@ -42,18 +43,100 @@ out = {
 print(json.dumps(out))
 "#;
 
-/// `$SUGARSHACK_PYTHON`, else the workspace's `.venv` (the README's set-up), else the venv
-/// `.ci/run` keeps in `~/.cache/sugarshack/venv`.
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("SUGARSHACK_PYTHON") {
-        return PathBuf::from(p);
+/// A lake in a temporary folder, run through the end of 16 August, served by `sugarshack serve`
+/// (as a user starts it, on any free port); the server is killed on drop.
+struct Served {
+    dir: tempfile::TempDir,
+    server: std::process::Child,
+    uri: String,
+}
+
+impl Served {
+    fn start(serve_args: &[&str]) -> Served {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sugarshack = |args: &[&str]| {
+            let mut cmd = Command::new(support::program());
+            cmd.current_dir(dir.path())
+                .args(args)
+                .env_remove("SUGAR_PARSERS")
+                .env_remove("SUGARSHACK_CATALOG")
+                .env_remove("SUGARSHACK_WAREHOUSE")
+                .env_remove("SUGARSHACK_REST_TOKEN");
+            cmd
+        };
+        let o = sugarshack(&["sugarbush"]).output().expect("sugarbush");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = sugarshack(&["run", "--through", "2026-08-16"])
+            .output()
+            .expect("run");
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let mut args = vec!["serve", "--addr", "127.0.0.1:0"];
+        args.extend_from_slice(serve_args);
+        let mut server = sugarshack(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the server");
+        let mut first = String::new();
+        std::io::BufReader::new(server.stdout.take().expect("stdout"))
+            .read_line(&mut first)
+            .expect("the server says where it listens");
+        let uri = first
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .expect("an http:// address")
+            .to_string();
+        Served { dir, server, uri }
     }
-    let local = support::package_dir().join("../.venv/bin/python");
-    if local.exists() {
-        return local;
+
+    /// The lake, opened by lake itself.
+    fn catalog(&self) -> Catalog {
+        Catalog::open_local(
+            self.dir.path().join("catalog"),
+            self.dir.path().join("warehouse"),
+        )
+        .expect("open")
     }
-    PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-        .join(".cache/sugarshack/venv/bin/python")
+
+    /// Run a Python script with the server's address as its argument.
+    fn python(&self, script: &str) -> std::process::Output {
+        Command::new(python())
+            .args(["-c", script, &self.uri])
+            .output()
+            .expect("run python")
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+/// `sum(net_minor)` and the row count of `gold.mart_daily_cash` at main, as lake reads them.
+async fn daily_cash_totals(c: &Catalog) -> (i64, i64) {
+    let rows = c
+        .sql(None, &At::Main)
+        .await
+        .expect("sql")
+        .query("select count(*) as n, sum(net_minor) as net from gold.mart_daily_cash")
+        .await
+        .expect("query");
+    let int = |name: &str| {
+        rows[0]
+            .column_by_name(name)
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            .map(|a| a.value(0))
+            .expect("an integer")
+    };
+    (int("n"), int("net"))
 }
 
 fn read_with_pyiceberg(metadata_location: &str) -> Value {
@@ -362,43 +445,7 @@ async fn pyiceberg_reads_gold_at_main_and_at_every_publish_tag() {
 /// namespaces and tables are listed and gold at `main` scans to the rows lake reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pyiceberg_reads_gold_through_sugarshack_serve() {
-    use std::io::BufRead;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sugarshack = |args: &[&str]| {
-        let mut cmd = Command::new(support::program());
-        cmd.current_dir(dir.path())
-            .args(args)
-            .env_remove("SUGAR_PARSERS")
-            .env_remove("SUGARSHACK_CATALOG")
-            .env_remove("SUGARSHACK_WAREHOUSE")
-            .env_remove("SUGARSHACK_REST_TOKEN");
-        cmd
-    };
-    assert!(
-        sugarshack(&["sugarbush"])
-            .output()
-            .expect("sugarbush")
-            .status
-            .success()
-    );
-    let o = sugarshack(&["run", "--through", "2026-08-16"])
-        .output()
-        .expect("run");
-    assert_eq!(o.status.code(), Some(0));
-    let mut server = sugarshack(&["serve", "--addr", "127.0.0.1:0", "--read-only"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start the server");
-    let mut first = String::new();
-    std::io::BufReader::new(server.stdout.take().expect("stdout"))
-        .read_line(&mut first)
-        .expect("the server says where it listens");
-    let uri = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("an http:// address")
-        .to_string();
+    let served = Served::start(&["--read-only"]);
     let script = r#"
 import json, sys
 from pyiceberg.catalog.rest import RestCatalog
@@ -411,36 +458,16 @@ print(json.dumps({
     "net": sum(t.scan().to_arrow().column("net_minor").to_pylist()),
 }))
 "#;
-    let py = Command::new(python())
-        .args(["-c", script, &uri])
-        .output()
-        .expect("run python");
-    let _ = server.kill();
-    let _ = server.wait();
+    let py = served.python(script);
     assert!(
         py.status.success(),
         "pyiceberg through serve: {}",
         String::from_utf8_lossy(&py.stderr)
     );
     let theirs: Value = serde_json::from_slice(&py.stdout).expect("json");
-    let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse"))
-        .expect("open");
-    let ours = c
-        .sql(None, &At::Main)
-        .await
-        .expect("sql")
-        .query("select count(*) as n, sum(net_minor) as net from gold.mart_daily_cash")
-        .await
-        .expect("query");
-    let col = |name: &str| {
-        ours[0]
-            .column_by_name(name)
-            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-            .map(|a| a.value(0))
-            .expect("an integer")
-    };
-    assert_eq!(theirs["rows"].as_i64(), Some(col("n")));
-    assert_eq!(theirs["net"].as_i64(), Some(col("net")));
+    let (n, net) = daily_cash_totals(&served.catalog()).await;
+    assert_eq!(theirs["rows"].as_i64(), Some(n));
+    assert_eq!(theirs["net"].as_i64(), Some(net));
     for ns in ["bronze", "gold", "ops", "silver"] {
         assert!(
             theirs["namespaces"]
@@ -465,43 +492,7 @@ print(json.dumps({
 /// INSERTs rows that lake reads as snapshots of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duckdb_attaches_through_sugarshack_serve() {
-    use std::io::BufRead;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sugarshack = |args: &[&str]| {
-        let mut cmd = Command::new(support::program());
-        cmd.current_dir(dir.path())
-            .args(args)
-            .env_remove("SUGAR_PARSERS")
-            .env_remove("SUGARSHACK_CATALOG")
-            .env_remove("SUGARSHACK_WAREHOUSE")
-            .env_remove("SUGARSHACK_REST_TOKEN");
-        cmd
-    };
-    assert!(
-        sugarshack(&["sugarbush"])
-            .output()
-            .expect("sugarbush")
-            .status
-            .success()
-    );
-    let o = sugarshack(&["run", "--through", "2026-08-16"])
-        .output()
-        .expect("run");
-    assert_eq!(o.status.code(), Some(0));
-    let mut server = sugarshack(&["serve", "--addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start the server");
-    let mut first = String::new();
-    std::io::BufReader::new(server.stdout.take().expect("stdout"))
-        .read_line(&mut first)
-        .expect("the server says where it listens");
-    let uri = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("an http:// address")
-        .to_string();
+    let served = Served::start(&[]);
     let script = r#"
 import glob, json, os, sys
 import duckdb
@@ -518,33 +509,17 @@ c.sql("INSERT INTO lake.scratch.notes VALUES (1, 'from duckdb'), (2, 'through re
 c.sql("INSERT INTO lake.scratch.notes VALUES (3, 'again')")
 print(json.dumps({"rows": rows, "net": int(net)}))
 "#;
-    let py = Command::new(python())
-        .args(["-c", script, &uri])
-        .output()
-        .expect("run python");
-    let _ = server.kill();
-    let _ = server.wait();
+    let py = served.python(script);
     assert!(
         py.status.success(),
         "DuckDB through serve (needs the duckdb and duckdb-extension-{{iceberg,avro,httpfs}} 1.5.5 wheels): {}",
         String::from_utf8_lossy(&py.stderr)
     );
     let theirs: Value = serde_json::from_slice(&py.stdout).expect("json");
-    let c = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse"))
-        .expect("open");
-    let sql = c.sql(None, &At::Main).await.expect("sql");
-    let ours = sql
-        .query("select count(*) as n, sum(net_minor) as net from gold.mart_daily_cash")
-        .await
-        .expect("query");
-    let int = |b: &RecordBatch, name: &str| {
-        b.column_by_name(name)
-            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-            .map(|a| a.value(0))
-            .expect("an integer")
-    };
-    assert_eq!(theirs["rows"].as_i64(), Some(int(&ours[0], "n")));
-    assert_eq!(theirs["net"].as_i64(), Some(int(&ours[0], "net")));
+    let c = served.catalog();
+    let (n, net) = daily_cash_totals(&c).await;
+    assert_eq!(theirs["rows"].as_i64(), Some(n));
+    assert_eq!(theirs["net"].as_i64(), Some(net));
     // DuckDB's writes are lake's snapshots.
     let notes = c
         .table("scratch.notes")

@@ -5,8 +5,10 @@
 
 mod support;
 
+use support::python;
+
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 
 /// Start moto on a free loopback port, create bucket `lake`, print `ready <port>`, serve until
@@ -24,19 +26,6 @@ print(f"ready {port}", flush=True)
 sys.stdin.read()
 server.stop()
 "#;
-
-/// `$SUGARSHACK_PYTHON`, else the workspace's `.venv`, else the venv `.ci/run` keeps.
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("SUGARSHACK_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let local = support::package_dir().join("../.venv/bin/python");
-    if local.exists() {
-        return local;
-    }
-    PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-        .join(".cache/sugarshack/venv/bin/python")
-}
 
 struct Moto {
     child: Child,

@@ -21,6 +21,21 @@ pub fn package_dir() -> PathBuf {
     }
 }
 
+/// The Python the interop and S3 tests run (pyiceberg, DuckDB, moto): `$SUGARSHACK_PYTHON`,
+/// else the workspace's `.venv` (the README's set-up), else the venv `.ci/run` keeps in
+/// `~/.cache/sugarshack/venv`.
+pub fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("SUGARSHACK_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let local = package_dir().join("../.venv/bin/python");
+    if local.exists() {
+        return local;
+    }
+    PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+        .join(".cache/sugarshack/venv/bin/python")
+}
+
 /// The canary: the folder this test binary was compiled from must be the one it runs in. A
 /// build directory shared by several checkouts once ran tests compiled from another checkout;
 /// if that ever happens again, every test binary fails here, by name.

@@ -10,7 +10,7 @@ use arrow_array::RecordBatch;
 use lake::{At, Catalog, Table};
 use serde::Serialize;
 
-use crate::grade::LAYERS;
+use crate::grade::layer_tables;
 use crate::{Result, ShackError, gold, thousands};
 
 /// One table's difference between two refs.
@@ -178,23 +178,10 @@ async fn mart_values(
 
 /// `from..to` of every bronze, silver and gold table in the newest catalog version.
 pub async fn diff(catalog: &Catalog, from: &str, to: &str) -> Result<LakeDiff> {
-    let head = catalog
-        .head()
-        .await
-        .map_err(|e| ShackError::lake("the catalog", e))?;
     let mut tables = Vec::new();
     let mut changes = Vec::new();
-    for name in head.tables.keys() {
-        let Some((ns, _)) = name.split_once('.') else {
-            continue;
-        };
-        if !LAYERS.contains(&ns) {
-            continue;
-        }
-        let table = catalog
-            .table_in(&head, name)
-            .await
-            .map_err(|e| ShackError::lake(name, e))?;
+    for (name, _, table) in layer_tables(catalog).await? {
+        let name = &name;
         let (a, b) = (table.head(from), table.head(to));
         let mut d = TableDiff {
             table: name.clone(),

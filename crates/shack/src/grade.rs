@@ -29,6 +29,30 @@ use crate::{Result, ShackError};
 /// The namespaces a grade covers and a publish moves, in layer order.
 pub const LAYERS: [&str; 3] = ["bronze", "silver", "gold"];
 
+/// Every table of the graded namespaces ([`LAYERS`]) in the newest catalog version, by name,
+/// with its namespace.
+pub async fn layer_tables(catalog: &Catalog) -> Result<Vec<(String, &'static str, Table)>> {
+    let head = catalog
+        .head()
+        .await
+        .map_err(|e| ShackError::lake("the catalog", e))?;
+    let mut out = Vec::new();
+    for name in head.tables.keys() {
+        let Some(ns) = name
+            .split_once('.')
+            .and_then(|(ns, _)| LAYERS.iter().find(|l| **l == ns))
+        else {
+            continue;
+        };
+        let table = catalog
+            .table_in(&head, name)
+            .await
+            .map_err(|e| ShackError::lake(name, e))?;
+        out.push((name.clone(), *ns, table));
+    }
+    Ok(out)
+}
+
 /// What an audit says about the run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]

@@ -19,7 +19,7 @@ use lake::Catalog;
 use serde::Serialize;
 
 use crate::config::Settings;
-use crate::grade::{LAYERS, Verdict};
+use crate::grade::{Verdict, layer_tables};
 use crate::publish::{self, PublishRecord};
 use crate::run::{RunOptions, RunReport, run};
 use crate::silver::known_versions;
@@ -285,26 +285,12 @@ pub async fn play_season(
         progress.inc(1);
     }
 
-    let head = catalog
-        .head()
-        .await
-        .map_err(|e| ShackError::lake("the catalog", e))?;
     let mut rows: BTreeMap<String, u64> = BTreeMap::new();
-    for name in head.tables.keys() {
-        let Some((ns, _)) = name.split_once('.') else {
-            continue;
-        };
-        if !LAYERS.contains(&ns) {
-            continue;
-        }
-        let table = catalog
-            .table_in(&head, name)
-            .await
-            .map_err(|e| ShackError::lake(name, e))?;
+    for (name, ns, table) in layer_tables(catalog).await? {
         let n = match table.head("main") {
             Some(id) => table
                 .snapshot(id)
-                .map_err(|e| ShackError::lake(name, e))?
+                .map_err(|e| ShackError::lake(&name, e))?
                 .summary
                 .get("total-records")
                 .and_then(|v| v.parse::<u64>().ok())
