@@ -466,6 +466,16 @@ fn time_travel_then_roll_back_then_run_forward() {
         stderr(&early)
     );
     let tapped = bronze_rows(dir);
+    // A named checkpoint of every table, read back by name; the lake's own names are refused.
+    let o = sugarshack(dir, &["tag", "before-the-rollback"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("tagged   before-the-rollback at the main head of "),
+        "{}",
+        stdout(&o)
+    );
+    let reserved = sugarshack(dir, &["tag", "publish-9"], &[]);
+    assert_eq!(reserved.status.code(), Some(1));
 
     let o = sugarshack(
         dir,
@@ -490,6 +500,11 @@ fn time_travel_then_roll_back_then_run_forward() {
         "the abandoned head is kept by its tag"
     );
     assert_eq!(bronze_rows(dir), tapped, "bronze keeps every tapped row");
+    assert_eq!(
+        net_cash_ok(dir, &["--branch", "before-the-rollback"]),
+        cash[2],
+        "the checkpoint still reads what it tagged"
+    );
     rt().block_on(async {
         assert_one_publish(&open(dir), "after the rollback").await;
     });
@@ -823,4 +838,69 @@ fn the_prompt_is_quiet_and_helpful() {
     let e = stderr(&o);
     assert!(e.starts_with("error: ") && e.lines().count() == 1, "{e}");
     assert!(e.contains("nope"), "{e}");
+}
+
+/// `expire` after a stretch of the season: every publish still reads the same, the warehouse
+/// shrinks, a second expire frees nothing, and the next run carries on.
+#[test]
+fn expire_frees_space_and_keeps_every_publish() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let o = sugarshack(dir, &["season", "--through", "2026-08-08T12:00"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let sums = |dir: &Path| -> Vec<i64> {
+        (1..=8)
+            .map(|n| {
+                let p = n.to_string();
+                net_cash_ok(dir, &["--publish", p.as_str()])
+            })
+            .collect()
+    };
+    let before = sums(dir);
+    let expire = |dir: &Path| -> serde_json::Value {
+        let o = sugarshack(
+            dir,
+            &[
+                "expire",
+                "--older-than",
+                "0s",
+                "--orphan-grace-minutes",
+                "0",
+                "--format",
+                "json",
+            ],
+            &[],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).expect("json")
+    };
+    let first = expire(dir);
+    println!("{first}");
+    assert!(
+        first["snapshots_expired"].as_u64().unwrap_or(0) > 0,
+        "{first}"
+    );
+    assert!(first["files_removed"].as_u64().unwrap_or(0) > 0, "{first}");
+    assert!(
+        first["warehouse_bytes_after"].as_u64() < first["warehouse_bytes_before"].as_u64(),
+        "disk use drops: {first}"
+    );
+    assert_eq!(sums(dir), before, "every publish reads the same");
+    let second = expire(dir);
+    assert_eq!(second["snapshots_expired"], 0, "{second}");
+    assert_eq!(second["catalog_versions_expired"], 0, "{second}");
+    assert_eq!(second["files_removed"], 0, "{second}");
+    assert_eq!(
+        second["warehouse_bytes_after"], second["warehouse_bytes_before"],
+        "a second expire frees nothing"
+    );
+    let o = sugarshack(dir, &["verify"], &[]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let o = sugarshack(dir, &["run", "--through", "2026-08-09T12:00"], &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the next run carries on: {}",
+        stderr(&o)
+    );
 }

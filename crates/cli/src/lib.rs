@@ -74,6 +74,8 @@ struct Cli {
 enum Command {
     /// Write the Saltbox Market season's sources into warehouse/landing (and its truth into
     /// warehouse/truth): the same bytes on every run.
+    ///
+    /// Example: `sugarshack sugarbush` (then `ls warehouse/landing`)`.
     Sugarbush {
         /// Another season (the default seed gives the story's season).
         #[arg(long)]
@@ -88,6 +90,8 @@ enum Command {
         format: Format,
     },
     /// Tap every landing file that had arrived by --through into bronze, on the audit branch.
+    ///
+    /// Example: `sugarshack tap --through 2026-08-16`.
     Tap {
         /// An instant (`2026-08-17T12:00`, UTC unless it says otherwise) or a day
         /// (`2026-08-16` = its last second).
@@ -107,6 +111,8 @@ enum Command {
     /// what cannot be used (with a reason), deduplicate deliveries, fold order changes by LSN.
     /// Incremental by bronze snapshot id: only what bronze added since the last boil is read.
     /// `SUGAR_PARSERS=2025-11-01` (a comma list) enables only those payment API versions.
+    ///
+    /// Example: `SUGAR_PARSERS=2025-11-01 sugarshack boil`.
     Boil {
         /// Rebuild every silver table from all of bronze (new snapshots; history stays).
         #[arg(long)]
@@ -119,6 +125,8 @@ enum Command {
     /// the story's August 17 morning first with only the old payments API parser (blocked) and
     /// then replayed with the new one (published). Resumes after the last publish; on a
     /// finished lake it says so and changes nothing. Exit status as for `run`, of its last run.
+    ///
+    /// Example: `sugarshack season --through 2026-08-20`.
     Season {
         /// Stop after this morning (default: the season's last, 2026-10-31 12:00).
         #[arg(long, value_parser = parse_through)]
@@ -134,6 +142,8 @@ enum Command {
     ///
     /// Exit status: 0 published; 3 blocked by an audit (nothing published, the block recorded,
     /// the run kept on audit for the next run); 1 any error (nothing published); 2 bad arguments.
+    ///
+    /// Example: `SUGAR_PARSERS=2025-11-01 sugarshack run --through 2026-08-17T12:00; echo $?`.
     Run {
         /// An instant (`2026-08-17T12:00`, UTC unless it says otherwise) or a day
         /// (`2026-08-16` = its last second).
@@ -153,6 +163,8 @@ enum Command {
     /// timestamp watermark drops rows of long transactions; a snapshot-id watermark drops none.
     Tide(tide::TideArgs),
     /// Run SQL over every table of the catalog (`bronze.payments`, …), at `main` by default.
+    ///
+    /// Example: `sugarshack query "select processor_date, currency, net_cad_minor from gold.mart_daily_cash order by 1" --as-of 2026-08-17`.
     Query {
         /// The SQL (DataFusion dialect); `-` reads it from stdin.
         #[arg(required_unless_present = "file")]
@@ -197,6 +209,8 @@ enum Command {
     /// Serve the lake over the Iceberg REST catalog protocol (v1), so pyiceberg, DuckDB, Spark
     /// or iceberg-rust attach to the same tables: `sugarshack serve`, then point a client at
     /// `http://127.0.0.1:8181`. Loopback only unless a token is set; stops on Ctrl-C.
+    ///
+    /// Example: `sugarshack serve --read-only`.
     Serve {
         /// Where to listen (port 0: any free port; the address is printed).
         #[arg(long, default_value = "127.0.0.1:8181")]
@@ -240,6 +254,8 @@ enum Command {
     /// What a publish would change: `main..audit` by default (any two refs: `publish-3..main`).
     /// Per table, snapshots ahead and rows added and removed; for the gold marts, every value
     /// that changed, by key (old -> new).
+    ///
+    /// Example: `sugarshack diff main..audit --limit 10`.
     Diff {
         /// `FROM..TO`, two branch or tag names.
         #[arg(default_value = "main..audit")]
@@ -252,18 +268,24 @@ enum Command {
     },
     /// Where the lake stands: tapped through when, what is on `audit` and not yet published,
     /// the last publish and the last blocked run.
+    ///
+    /// Example: `sugarshack status`.
     Status {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
     /// Every table with its rows at `main` and at `audit`, its refs and its metadata location
     /// (what pyiceberg's `StaticTable.from_metadata` or DuckDB's `iceberg_scan` open).
+    ///
+    /// Example: `sugarshack tables --format json`.
     Tables {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
     /// One table: its schema (with Iceberg field ids), partitioning, refs, snapshots and
     /// metadata location.
+    ///
+    /// Example: `sugarshack describe gold.mart_order_revenue`.
     Describe {
         /// `namespace.table`.
         table: String,
@@ -272,23 +294,41 @@ enum Command {
     },
     /// Publishes and blocked runs, oldest first: as-of, each audit's verdict, the catalog
     /// version, when it was recorded.
+    ///
+    /// Example: `sugarshack history --format json`.
     History {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
     /// A table's snapshots (ancestry, newest first), like Iceberg's `snapshots` metadata table.
+    ///
+    /// Example: `sugarshack snapshots gold.mart_daily_cash`.
     Snapshots {
         /// `namespace.table`.
         table: String,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Tag every bronze, silver and gold table's head of a branch (default `main`) with one name,
+    /// in one commit: a named checkpoint that time travel (`query --branch NAME`) and expiry
+    /// respect. Example: `sugarshack tag before-the-fix --from audit`.
+    Tag {
+        /// The tag (not `main`, `audit`, nor a `publish-`/`rollback-` name the lake gives).
+        name: String,
+        /// The branch whose heads are tagged.
+        #[arg(long, default_value = "main")]
+        from: String,
+    },
     /// Every table's branches and tags, like Iceberg's `refs` metadata table.
+    ///
+    /// Example: `sugarshack branches`.
     Branches {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
     /// Expire snapshots no branch or tag needs, then remove files no catalog version names.
+    ///
+    /// Example: `sugarshack maintain --keep-versions 50`.
     Maintain {
         /// Also delete catalog versions older than the newest N, so that orphan removal frees
         /// what expired snapshots held; `query --version` to a deleted version then fails.
@@ -308,18 +348,59 @@ enum Command {
         #[arg(long, default_value_t = 60)]
         orphan_grace_minutes: i64,
     },
+    /// Free what nothing needs any more, across the lake: snapshots older than --older-than that
+    /// no branch, tag (every publish is tagged) or watermark names; catalog versions older than
+    /// it (the newest always stays); then files no kept version reaches. Prints what it freed.
+    /// Example: `sugarshack expire --older-than 7d`.
+    Expire {
+        /// `0s`, `90m`, `12h`, `7d`.
+        #[arg(long, value_parser = parse_duration)]
+        older_than: std::time::Duration,
+        /// As for `maintain`: an unreachable file goes once sweeps have seen it so for this long.
+        #[arg(long, default_value_t = 60)]
+        orphan_grace_minutes: i64,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// Check the whole lake, like `git fsck`: every kept catalog version parses and chains to
     /// the one before it; every file they reach exists with its recorded size. Exits non-zero
     /// when anything is wrong, naming each problem.
+    ///
+    /// Example: `sugarshack verify`.
     Verify {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
     /// The catalog's log of versions, newest last.
+    ///
+    /// Example: `sugarshack log`.
     Log {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+}
+
+/// Bytes of every file under a local folder, the season's `landing/` and `truth/` left out.
+fn disk_bytes(dir: &std::path::Path) -> u64 {
+    fn walk(p: &std::path::Path, top: bool) -> u64 {
+        let Ok(entries) = std::fs::read_dir(p) else {
+            return 0;
+        };
+        let mut n = 0;
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if top && (name == "landing" || name == "truth") {
+                continue;
+            }
+            match e.metadata() {
+                Ok(m) if m.is_dir() => n += walk(&e.path(), false),
+                Ok(m) => n += m.len(),
+                Err(_) => {}
+            }
+        }
+        n
+    }
+    walk(dir, true)
 }
 
 /// The error of a time travel to before the first publish.
@@ -1180,6 +1261,46 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ],
             )?;
         }
+        Command::Tag { name, from } => {
+            let reserved = name == "main"
+                || name == shack::bronze::AUDIT_BRANCH
+                || name.starts_with("publish-")
+                || name.starts_with("rollback-");
+            if reserved || name.trim().is_empty() {
+                anyhow::bail!(
+                    "{name:?} is reserved: main, audit, publish-<n> and rollback-<n>-… are the lake's own"
+                );
+            }
+            let lake = open(&cli)?;
+            let mut changes = Vec::new();
+            for (table_name, _, table) in shack::grade::layer_tables(&lake).await? {
+                if table.refs().iter().any(|r| &r.name == name) {
+                    anyhow::bail!("{table_name} already has a ref named {name:?}");
+                }
+                if let Some(head) = table.head(from) {
+                    changes.push(table.stage_refs(&[lake::RefOp::CreateTag {
+                        name: name.clone(),
+                        snapshot_id: head,
+                    }])?);
+                }
+            }
+            if changes.is_empty() {
+                anyhow::bail!("no table has a branch named {from:?}: nothing to tag");
+            }
+            let n = changes.len();
+            let committed = lake
+                .commit(
+                    changes,
+                    "tag",
+                    &format!("tag {name} at the {from} head of {n} tables"),
+                    std::collections::BTreeMap::new(),
+                )
+                .await?;
+            say!(
+                "tagged   {name} at the {from} head of {n} tables (catalog version {})",
+                committed.version
+            );
+        }
         Command::Branches { format } => {
             let lake = open(&cli)?;
             let mut rows = Vec::new();
@@ -1258,6 +1379,62 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 report.waiting,
                 orphan_grace_minutes
             );
+        }
+        Command::Expire {
+            older_than,
+            orphan_grace_minutes,
+            format,
+        } => {
+            let lake = open(&cli)?;
+            let local = url_of(&cli.warehouse)?.is_none();
+            let before = if local { disk_bytes(&cli.warehouse) } else { 0 };
+            let now = chrono::Utc::now().timestamp_millis();
+            let cutoff = now - i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+            let opts = lake::ExpireOptions {
+                older_than_ms: cutoff,
+                retain_last: 1,
+                protect: Vec::new(),
+            };
+            let mut snapshots = 0usize;
+            for name in lake.list_tables().await? {
+                snapshots += lake.expire_snapshots(&name.to_string(), &opts).await?.len();
+            }
+            let log = lake.log().await?;
+            let keep = log
+                .iter()
+                .filter(|v| v.committed_at_ms >= cutoff)
+                .count()
+                .max(1) as u64;
+            let versions = lake.expire_versions(keep).await?.len();
+            let report = lake
+                .remove_orphans(now, orphan_grace_minutes * 60_000)
+                .await?;
+            let after = if local { disk_bytes(&cli.warehouse) } else { 0 };
+            let freed = serde_json::json!({
+                "snapshots_expired": snapshots,
+                "catalog_versions_expired": versions,
+                "files_removed": report.total(),
+                "files_waiting": report.waiting,
+                "warehouse_bytes_before": local.then_some(before),
+                "warehouse_bytes_after": local.then_some(after),
+            });
+            if *format == Format::Json {
+                say!("{}", serde_json::to_string_pretty(&freed)?);
+            } else {
+                say!(
+                    "expired  {snapshots} snapshots, {versions} catalog versions; removed {} files ({} wait out the {orphan_grace_minutes}-minute grace)",
+                    report.total(),
+                    report.waiting
+                );
+                if local {
+                    say!(
+                        "freed    {} bytes: the warehouse holds {} bytes, from {}",
+                        shack::thousands(before.saturating_sub(after)),
+                        shack::thousands(after),
+                        shack::thousands(before)
+                    );
+                }
+            }
         }
         Command::Verify { format } => {
             let lake = open(&cli)?;
