@@ -572,7 +572,7 @@ fn prepare_create(state: &AppState, name: &TableName, req: CommitTableRequest) -
             _ => None,
         })
         .unwrap_or(FormatVersion::V2);
-    let mut builder = TableMetadataBuilder::new(
+    let builder = TableMetadataBuilder::new(
         schema,
         UnboundPartitionSpec::builder().build(),
         SortOrder::unsorted_order(),
@@ -581,21 +581,31 @@ fn prepare_create(state: &AppState, name: &TableName, req: CommitTableRequest) -
         HashMap::new(),
     )
     .map_err(|e| RestError::from_commit(&e))?;
-    for u in req.updates {
-        if let TableUpdate::SetLocation { location } = &u {
-            inside_warehouse(warehouse, location)?;
-        }
-        builder = u.apply(builder).map_err(|e| RestError::from_commit(&e))?;
-    }
-    let metadata = builder
-        .build()
-        .map_err(|e| RestError::from_commit(&e))?
-        .metadata;
+    let metadata = apply_updates(warehouse, builder, req.updates)?;
     Ok(Prepared {
         base: None,
         name: name.clone(),
         metadata,
     })
+}
+
+/// Apply a commit's updates with iceberg's builder (a location outside the warehouse is
+/// refused; an update that does not apply is the client's error) and build the new metadata.
+fn apply_updates(
+    warehouse: &str,
+    mut builder: TableMetadataBuilder,
+    updates: Vec<TableUpdate>,
+) -> Answer<TableMetadata> {
+    for u in updates {
+        if let TableUpdate::SetLocation { location } = &u {
+            inside_warehouse(warehouse, location)?;
+        }
+        builder = u.apply(builder).map_err(|e| RestError::from_commit(&e))?;
+    }
+    Ok(builder
+        .build()
+        .map_err(|e| RestError::from_commit(&e))?
+        .metadata)
 }
 
 /// Check `req`'s requirements against the table's current metadata (409 when one fails) and
@@ -611,20 +621,11 @@ async fn prepare(state: &AppState, name: &TableName, req: CommitTableRequest) ->
             .map_err(|e| RestError::from_commit(&e))?;
     }
     let warehouse = state.catalog.warehouse_url();
-    let mut builder: TableMetadataBuilder = t
+    let builder: TableMetadataBuilder = t
         .metadata()
         .clone()
         .into_builder(Some(t.metadata_location().to_string()));
-    for u in req.updates {
-        if let TableUpdate::SetLocation { location } = &u {
-            inside_warehouse(warehouse, location)?;
-        }
-        builder = u.apply(builder).map_err(|e| RestError::from_commit(&e))?;
-    }
-    let metadata = builder
-        .build()
-        .map_err(|e| RestError::from_commit(&e))?
-        .metadata;
+    let metadata = apply_updates(warehouse, builder, req.updates)?;
     Ok(Prepared {
         base: Some(t),
         name: name.clone(),

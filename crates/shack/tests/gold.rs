@@ -48,19 +48,7 @@ fn date(s: &str) -> NaiveDate {
 /// Every row of a table at audit as a line of text, sorted: tables compared row for row.
 async fn table_rows(lake: &Lake, table: &str) -> Vec<String> {
     let batches = lake.audit_rows(table).await;
-    let mut out = Vec::new();
-    for b in &batches {
-        for i in 0..b.num_rows() {
-            let cells: Vec<String> = b
-                .columns()
-                .iter()
-                .map(|c| arrow::util::display::array_value_to_string(c, i).expect("displayable"))
-                .collect();
-            out.push(cells.join("|"));
-        }
-    }
-    out.sort();
-    out
+    rows_as_text(&batches)
 }
 
 /// Half away from zero, written again here so the test does not trust the code it checks.

@@ -62,19 +62,7 @@ async fn heads(lake: &Lake, branch: &str) -> BTreeMap<String, Option<i64>> {
 async fn table_rows(lake: &Lake, table: &str, at: &At) -> Vec<String> {
     let t = lake.catalog.table(table).await.expect("table");
     let batches = t.scan(at).await.expect("scan");
-    let mut out = Vec::new();
-    for b in &batches {
-        for i in 0..b.num_rows() {
-            let cells: Vec<String> = b
-                .columns()
-                .iter()
-                .map(|c| arrow::util::display::array_value_to_string(c, i).expect("displayable"))
-                .collect();
-            out.push(cells.join("|"));
-        }
-    }
-    out.sort();
-    out
+    rows_as_text(&batches)
 }
 
 /// The story's August 17 morning: with only the old parser a fifth of the morning's payment

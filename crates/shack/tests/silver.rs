@@ -43,19 +43,7 @@ fn replay() -> BoilOptions {
 /// Every row of a table at audit as a line of text, sorted: tables compared row for row.
 async fn table_rows(lake: &Lake, table: &str) -> Vec<String> {
     let batches = audit_rows(lake, table).await;
-    let mut out = Vec::new();
-    for b in &batches {
-        for i in 0..b.num_rows() {
-            let cells: Vec<String> = b
-                .columns()
-                .iter()
-                .map(|c| arrow::util::display::array_value_to_string(c, i).expect("displayable"))
-                .collect();
-            out.push(cells.join("|"));
-        }
-    }
-    out.sort();
-    out
+    rows_as_text(&batches)
 }
 
 /// (file, line) of every row of some batches.

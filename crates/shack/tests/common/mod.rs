@@ -266,3 +266,21 @@ impl Landing {
         self.root().join("landing").join(rel)
     }
 }
+
+/// Every row of some batches as a line of text (cells joined by `|`), sorted: how tables are
+/// compared row for row.
+pub fn rows_as_text(batches: &[RecordBatch]) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in batches {
+        for i in 0..b.num_rows() {
+            let cells: Vec<String> = b
+                .columns()
+                .iter()
+                .map(|c| arrow::util::display::array_value_to_string(c, i).expect("displayable"))
+                .collect();
+            out.push(cells.join("|"));
+        }
+    }
+    out.sort();
+    out
+}
