@@ -761,6 +761,24 @@ fn the_prompt_is_quiet_and_helpful() {
     use std::io::{Read, Write};
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
+    // A folder that holds no lake: one line saying so and what to do, and nothing left behind.
+    let empty = tempfile::tempdir().expect("tempdir");
+    for args in [vec!["status"], vec!["query", "select 1"], vec!["history"]] {
+        let o = sugarshack(empty.path(), &args, &[]);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let e = stderr(&o);
+        assert!(
+            e.starts_with(
+                "error: no lake here: catalog does not exist (`sugarshack season` builds one"
+            ) && e.lines().count() == 1,
+            "{args:?}: {e}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(empty.path()).expect("read").count(),
+        0,
+        "nothing left behind"
+    );
     season(dir);
     let o = sugarshack(dir, &["tap", "--through", "2026-08-03"], &[]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -517,6 +517,22 @@ fn open(cli: &Cli) -> anyhow::Result<Catalog> {
         )
     };
     let (catalog, warehouse) = (url_of(&cli.catalog)?, url_of(&cli.warehouse)?);
+    // Only the commands that build a lake may start one; the others need one to be there, and
+    // say so instead of leaving empty folders behind.
+    let builds = matches!(
+        cli.command,
+        Command::Tap { .. }
+            | Command::Boil { .. }
+            | Command::Run { .. }
+            | Command::Season { .. }
+            | Command::Serve { .. }
+    );
+    if catalog.is_none() && !builds && !cli.catalog.exists() {
+        anyhow::bail!(
+            "no lake here: {} does not exist (`sugarshack season` builds one; --catalog points at another)",
+            cli.catalog.display()
+        );
+    }
     if catalog.is_none() && warehouse.is_none() {
         return Catalog::open_local(&cli.catalog, &cli.warehouse).with_context(context);
     }
