@@ -1,9 +1,10 @@
-//! What every layer shares: opening its tables, creating the missing ones in one commit.
+//! What every layer shares: opening its tables, creating the missing ones in one commit; a
+//! layer's run staged and not committed ([`Staged`]), and committing staged changes.
 
 use std::collections::BTreeMap;
 
 use arrow_schema::SchemaRef;
-use lake::{Catalog, CatalogVersion, PartitionField};
+use lake::{Catalog, CatalogVersion, Committed, LakeError, PartitionField, TableChange};
 
 use crate::error::{Result, ShackError};
 
@@ -51,4 +52,33 @@ pub(crate) async fn open_tables(
         Err(e) => return Err(cat(e)),
     };
     Ok((catalog.head().await.map_err(cat)?, created))
+}
+
+/// A layer's run staged and not committed: its report (no catalog version yet), its table
+/// changes (none when there was nothing to do), and the message and properties a commit of
+/// them alone carries. [`crate::run`] commits a boil's and a finish's together.
+pub struct Staged<R> {
+    pub report: R,
+    pub changes: Vec<TableChange>,
+    pub message: String,
+    pub properties: BTreeMap<String, String>,
+}
+
+/// Commit staged changes as one catalog version; a lost race is [`ShackError::Conflict`]
+/// naming the table, anything else a lake error about `what`.
+pub(crate) async fn commit(
+    catalog: &Catalog,
+    changes: Vec<TableChange>,
+    operation: &str,
+    message: &str,
+    properties: BTreeMap<String, String>,
+    what: &str,
+) -> Result<Committed> {
+    catalog
+        .commit(changes, operation, message, properties)
+        .await
+        .map_err(|e| match e {
+            LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
+            e => ShackError::lake(what, e),
+        })
 }

@@ -56,6 +56,7 @@ pub use config::Settings;
 pub use error::{Result, ShackError};
 pub use gold::{FinishOptions, FinishReport, finish};
 pub use grade::{Audit, AuditResult, Grade, GradeContext, Verdict, grade};
+pub use layer::Staged;
 pub use publish::{
     PublishOutcome, PublishRecord, RollbackOutcome, last_published, publish, publish_at_or_before,
     publishes, rollback,

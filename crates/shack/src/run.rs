@@ -244,13 +244,15 @@ pub async fn run(
     let mut changes = staged_boil.changes;
     changes.extend(staged_finish.changes);
     progress.message("committing silver and gold");
-    let committed = catalog
-        .commit(changes, "boil+finish", &message, properties)
-        .await
-        .map_err(|e| match e {
-            lake::LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
-            e => ShackError::lake("the run's silver and gold commit", e),
-        })?;
+    let committed = crate::layer::commit(
+        catalog,
+        changes,
+        "boil+finish",
+        &message,
+        properties,
+        "the run's silver and gold commit",
+    )
+    .await?;
     if !boil.tables.is_empty() {
         boil.catalog_version = Some(committed.version);
     }

@@ -42,26 +42,22 @@ pub async fn finish(
         properties,
     } = stage_finish(catalog, options, &[], progress).await?;
     progress.message("committing");
-    let committed = catalog
-        .commit(changes, "finish", &message, properties)
-        .await
-        .map_err(|e| match e {
-            LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
-            e => ShackError::lake("the finish's commit", e),
-        })?;
+    let committed = crate::layer::commit(
+        catalog,
+        changes,
+        "finish",
+        &message,
+        properties,
+        "the finish's commit",
+    )
+    .await?;
     progress.message("committed");
     report.catalog_version = Some(committed.version);
     Ok(report)
 }
 
-/// A finish staged and not committed: its report (no catalog version yet), one change per gold
-/// table, and the message and properties a commit of them alone would carry.
-pub struct StagedFinish {
-    pub report: FinishReport,
-    pub changes: Vec<TableChange>,
-    pub message: String,
-    pub properties: BTreeMap<String, String>,
-}
+/// A finish staged and not committed: one change per gold table.
+pub type StagedFinish = crate::layer::Staged<FinishReport>;
 
 /// Everything [`finish`] does but the commit. `silver_staged`: silver changes staged and not
 /// yet committed (a boil's, see [`crate::silver::stage_boil`]); gold is built from silver as

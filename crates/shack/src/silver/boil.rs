@@ -53,27 +53,22 @@ pub async fn boil(
         return Ok(report);
     }
     progress.message("committing");
-    let committed = catalog
-        .commit(changes, "boil", &message, properties)
-        .await
-        .map_err(|e| match e {
-            LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
-            e => ShackError::lake("the boil's commit", e),
-        })?;
+    let committed = crate::layer::commit(
+        catalog,
+        changes,
+        "boil",
+        &message,
+        properties,
+        "the boil's commit",
+    )
+    .await?;
     report.catalog_version = Some(committed.version);
     progress.message("committed");
     Ok(report)
 }
 
-/// A boil staged and not committed: its report (with no catalog version yet), the silver
-/// changes (none when nothing new arrived), and the commit message and properties a commit of
-/// them alone would carry. [`crate::run`] commits them together with the finish's gold.
-pub struct StagedBoil {
-    pub report: BoilReport,
-    pub changes: Vec<TableChange>,
-    pub message: String,
-    pub properties: BTreeMap<String, String>,
-}
+/// A boil staged and not committed (none of its changes when nothing new arrived).
+pub type StagedBoil = crate::layer::Staged<BoilReport>;
 
 /// Everything [`boil`] does but the commit.
 pub async fn stage_boil(
