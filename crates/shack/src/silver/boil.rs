@@ -349,15 +349,12 @@ pub async fn stage_boil(
             .await?;
             silver_rows_read += read.rows();
             progress.message(&read.describe("order LSNs"));
-            for b in &read.batches {
-                let ids = tables::strs(name, b, "order_id")?;
-                let lsns = tables::longs(name, b, "_lsn")?;
-                let created = tables::stamps(name, b, "created_at")?;
-                for i in 0..ids.len() {
-                    existing_lsn.insert(ids.value(i).to_string(), lsns.value(i));
-                    existing_created.insert(ids.value(i).to_string(), created.value(i));
-                }
-            }
+            fold_order_keys(
+                &read.batches,
+                |_| true,
+                &mut existing_lsn,
+                &mut existing_created,
+            )?;
         }
         // Order ids still unanswered: new payments' orders, and changed orders not found on
         // their changes' day (new orders, or an order whose created_at moved).
@@ -385,15 +382,12 @@ pub async fn stage_boil(
             .await?;
             silver_rows_read += read.rows();
             progress.message(&read.describe("orders by id"));
-            for b in &read.batches {
-                let ids = tables::strs(name, b, "order_id")?;
-                let lsns = tables::longs(name, b, "_lsn")?;
-                let created = tables::stamps(name, b, "created_at")?;
-                for i in (0..ids.len()).filter(|i| asked.contains(ids.value(*i))) {
-                    existing_lsn.insert(ids.value(i).to_string(), lsns.value(i));
-                    existing_created.insert(ids.value(i).to_string(), created.value(i));
-                }
-            }
+            fold_order_keys(
+                &read.batches,
+                |id| asked.contains(id),
+                &mut existing_lsn,
+                &mut existing_created,
+            )?;
         }
     }
     let mut winners: HashMap<&str, &OrderRow> = HashMap::new();
@@ -618,6 +612,27 @@ pub async fn stage_boil(
         message,
         properties,
     })
+}
+
+/// Record each row's `_lsn` and `created_at` by order id (`order_id, _lsn, created_at` batches of
+/// silver.orders), for the ids `keep` accepts.
+fn fold_order_keys(
+    batches: &[RecordBatch],
+    keep: impl Fn(&str) -> bool,
+    lsn: &mut HashMap<String, i64>,
+    created: &mut HashMap<String, i64>,
+) -> Result<()> {
+    let name = tables::ORDERS;
+    for b in batches {
+        let ids = tables::strs(name, b, "order_id")?;
+        let lsns = tables::longs(name, b, "_lsn")?;
+        let at = tables::stamps(name, b, "created_at")?;
+        for i in (0..ids.len()).filter(|i| keep(ids.value(*i))) {
+            lsn.insert(ids.value(i).to_string(), lsns.value(i));
+            created.insert(ids.value(i).to_string(), at.value(i));
+        }
+    }
+    Ok(())
 }
 
 fn source_report(source: Source, after: Option<i64>, through: Option<i64>) -> SourceReport {
