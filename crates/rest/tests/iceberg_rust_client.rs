@@ -3,28 +3,19 @@
 //! lake then sees; a transaction staged on metadata that has moved since is refused (409) and
 //! changes nothing.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{Int64Array, RecordBatch, StringArray};
+use arrow_array::{Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
+use common::batch;
 use futures::TryStreamExt;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableIdent};
 use iceberg_catalog_rest::{REST_CATALOG_PROP_URI, RestCatalogBuilder};
 use rest::ServeOptions;
-
-fn batch(schema: arrow_schema::SchemaRef, ids: Vec<i64>) -> RecordBatch {
-    let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
-    RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(Int64Array::from(ids)),
-            Arc::new(StringArray::from(names)),
-        ],
-    )
-    .expect("batch")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn iceberg_rust_loads_scans_and_commits_through_the_server() {

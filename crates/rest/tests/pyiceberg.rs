@@ -5,12 +5,14 @@
 //! Needs python with pyiceberg 0.12 and pyarrow: env SUGARSHACK_PYTHON, default
 //! `$HOME/.cache/sugarshack/venv/bin/python`. Fails loudly when it is missing.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 
-use arrow_array::{Int64Array, RecordBatch, StringArray};
+use arrow_array::{Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
+use common::batch;
 use lake::RefOp;
 use rest::ServeOptions;
 
@@ -62,18 +64,6 @@ t.append(rows, branch="audit")
 out["after_append_main"] = sorted(cat.load_table("bronze.events").scan().to_arrow().column("id").to_pylist())
 print(json.dumps(out))
 "#;
-
-fn batch(schema: arrow_schema::SchemaRef, ids: Vec<i64>) -> RecordBatch {
-    let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
-    RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(Int64Array::from(ids)),
-            Arc::new(StringArray::from(names)),
-        ],
-    )
-    .expect("batch")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pyiceberg_lists_loads_and_scans_main_and_a_branch() {
