@@ -38,6 +38,7 @@
 
 pub mod audits;
 pub mod bronze;
+mod cols;
 pub mod compare;
 pub mod config;
 pub mod diff;

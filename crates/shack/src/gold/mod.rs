@@ -46,16 +46,11 @@
 
 mod finish;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
-
-use arrow_array::builder::{
-    BooleanBuilder, Date32Builder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
-};
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{Field, Schema, SchemaRef};
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::bronze;
 use crate::error::{Result, ShackError};
@@ -604,84 +599,7 @@ pub fn fulfilment_queue<Z: TimeZone>(orders: &[Order], through_us: i64, tz: &Z) 
 
 // ---- Arrow batches -------------------------------------------------------------------------
 
-struct Cols {
-    fields: Vec<Field>,
-    arrays: Vec<ArrayRef>,
-}
-
-impl Cols {
-    fn new() -> Cols {
-        Cols {
-            fields: Vec::new(),
-            arrays: Vec::new(),
-        }
-    }
-
-    fn push(mut self, name: &str, nullable: bool, array: ArrayRef) -> Cols {
-        self.fields
-            .push(Field::new(name, array.data_type().clone(), nullable));
-        self.arrays.push(array);
-        self
-    }
-
-    fn str<'a>(self, name: &str, values: impl Iterator<Item = &'a str>) -> Cols {
-        let mut b = StringBuilder::new();
-        values.for_each(|v| b.append_value(v));
-        self.push(name, false, Arc::new(b.finish()))
-    }
-
-    fn opt_str<'a>(self, name: &str, values: impl Iterator<Item = Option<&'a str>>) -> Cols {
-        let mut b = StringBuilder::new();
-        values.for_each(|v| b.append_option(v));
-        self.push(name, true, Arc::new(b.finish()))
-    }
-
-    fn i64(self, name: &str, values: impl Iterator<Item = i64>) -> Cols {
-        let mut b = Int64Builder::new();
-        values.for_each(|v| b.append_value(v));
-        self.push(name, false, Arc::new(b.finish()))
-    }
-
-    fn opt_i64(self, name: &str, values: impl Iterator<Item = Option<i64>>) -> Cols {
-        let mut b = Int64Builder::new();
-        values.for_each(|v| b.append_option(v));
-        self.push(name, true, Arc::new(b.finish()))
-    }
-
-    fn ts(self, name: &str, values: impl Iterator<Item = i64>) -> Cols {
-        let mut b = TimestampMicrosecondBuilder::new();
-        values.for_each(|v| b.append_value(v));
-        let a = b.finish().with_data_type(bronze::timestamp_type());
-        self.push(name, false, Arc::new(a))
-    }
-
-    fn date(self, name: &str, values: impl Iterator<Item = i32>) -> Cols {
-        let mut b = Date32Builder::new();
-        values.for_each(|v| b.append_value(v));
-        self.push(name, false, Arc::new(b.finish()))
-    }
-
-    fn opt_date(self, name: &str, values: impl Iterator<Item = Option<i32>>) -> Cols {
-        let mut b = Date32Builder::new();
-        values.for_each(|v| b.append_option(v));
-        self.push(name, true, Arc::new(b.finish()))
-    }
-
-    fn bool(self, name: &str, values: impl Iterator<Item = bool>) -> Cols {
-        let mut b = BooleanBuilder::new();
-        values.for_each(|v| b.append_value(v));
-        self.push(name, false, Arc::new(b.finish()))
-    }
-
-    fn finish(self, table: &str) -> Result<RecordBatch> {
-        RecordBatch::try_new(Arc::new(Schema::new(self.fields)), self.arrays).map_err(|e| {
-            ShackError::BadTable {
-                table: table.to_string(),
-                detail: format!("building a batch: {e}"),
-            }
-        })
-    }
-}
+use crate::cols::Cols;
 
 /// `gold.fct_payments`.
 pub fn fct_payments_batch(rows: &[Fact]) -> Result<RecordBatch> {

@@ -5,18 +5,12 @@
 //! Every table carries the bronze lineage of the line it came from: `_landing_file`, `_line`,
 //! `_bronze_snapshot_id` (the bronze snapshot that made the line visible) and `_arrived_at`.
 
-use std::sync::Arc;
-
-use arrow_array::builder::{
-    BooleanBuilder, Date32Builder, Int64Builder, LargeBinaryBuilder, StringBuilder,
-    TimestampMicrosecondBuilder,
-};
 use arrow_array::{
-    Array, ArrayRef, Date32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    Array, Date32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::SchemaRef;
 
-use crate::bronze;
+use crate::cols::Cols;
 use crate::error::{Result, ShackError};
 
 use super::parse::{FxRate, OrderChange, PaymentEvent, Settlement};
@@ -72,87 +66,13 @@ impl Lineage {
     }
 }
 
-/// A column builder that knows its field.
-struct Cols {
-    fields: Vec<Field>,
-    arrays: Vec<ArrayRef>,
-}
-
-fn ts_type() -> DataType {
-    bronze::timestamp_type()
-}
-
+/// The lineage columns every silver table ends with.
 impl Cols {
-    fn new() -> Cols {
-        Cols {
-            fields: Vec::new(),
-            arrays: Vec::new(),
-        }
-    }
-
-    fn push(mut self, name: &str, nullable: bool, array: ArrayRef) -> Cols {
-        self.fields
-            .push(Field::new(name, array.data_type().clone(), nullable));
-        self.arrays.push(array);
-        self
-    }
-
-    fn str<'a>(self, name: &str, values: impl Iterator<Item = &'a str>) -> Cols {
-        let mut b = StringBuilder::new();
-        values.for_each(|v| b.append_value(v));
-        self.push(name, false, Arc::new(b.finish()))
-    }
-
-    fn opt_str<'a>(self, name: &str, values: impl Iterator<Item = Option<&'a str>>) -> Cols {
-        let mut b = StringBuilder::new();
-        values.for_each(|v| b.append_option(v));
-        self.push(name, true, Arc::new(b.finish()))
-    }
-
-    fn i64(self, name: &str, values: impl Iterator<Item = i64>) -> Cols {
-        let mut b = Int64Builder::new();
-        values.for_each(|v| b.append_value(v));
-        self.push(name, false, Arc::new(b.finish()))
-    }
-
-    fn ts(self, name: &str, values: impl Iterator<Item = i64>) -> Cols {
-        let mut b = TimestampMicrosecondBuilder::new();
-        values.for_each(|v| b.append_value(v));
-        self.push(name, false, Arc::new(b.finish().with_data_type(ts_type())))
-    }
-
-    fn date(self, name: &str, values: impl Iterator<Item = i32>) -> Cols {
-        let mut b = Date32Builder::new();
-        values.for_each(|v| b.append_value(v));
-        self.push(name, false, Arc::new(b.finish()))
-    }
-
-    fn bool(self, name: &str, values: impl Iterator<Item = bool>) -> Cols {
-        let mut b = BooleanBuilder::new();
-        values.for_each(|v| b.append_value(v));
-        self.push(name, false, Arc::new(b.finish()))
-    }
-
-    fn bin<'a>(self, name: &str, values: impl Iterator<Item = Option<&'a [u8]>>) -> Cols {
-        let mut b = LargeBinaryBuilder::new();
-        values.for_each(|v| b.append_option(v));
-        self.push(name, true, Arc::new(b.finish()))
-    }
-
     fn lineage<'a>(self, rows: impl Iterator<Item = &'a Lineage> + Clone) -> Cols {
         self.str("_landing_file", rows.clone().map(|l| l.file.as_str()))
             .i64("_line", rows.clone().map(|l| l.line))
             .i64("_bronze_snapshot_id", rows.clone().map(|l| l.snapshot_id))
             .ts("_arrived_at", rows.map(|l| l.arrived_us))
-    }
-
-    fn finish(self, table: &str) -> Result<RecordBatch> {
-        RecordBatch::try_new(Arc::new(Schema::new(self.fields)), self.arrays).map_err(|e| {
-            ShackError::BadTable {
-                table: table.to_string(),
-                detail: format!("building a batch: {e}"),
-            }
-        })
     }
 }
 
@@ -476,6 +396,7 @@ pub fn read_settlements(batches: &[RecordBatch]) -> Result<Vec<SettlementRow>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow_schema::DataType;
 
     #[test]
     fn every_table_has_lineage_and_a_schema() {
