@@ -667,6 +667,33 @@ fn compare_bridges_the_bucket_brigade_to_gold_exactly() {
     let at = chrono::DateTime::parse_from_rfc3339("2026-09-08T12:00:00Z")
         .expect("instant")
         .with_timezone(&chrono::Utc);
+    // Every figure is the one the generator wrote into truth/ from what it generated.
+    let b = truth.bridge_at("2026-08", at).expect("truth's bridge");
+    assert_eq!(
+        c["naive_minor"].as_i64(),
+        Some(b.naive_minor),
+        "the bucket brigade"
+    );
+    let amounts: Vec<i64> = lines
+        .iter()
+        .filter_map(|l| l["amount_minor"].as_i64())
+        .collect();
+    assert_eq!(
+        amounts,
+        [
+            -b.resent_minor,
+            -b.retries_minor,
+            b.v2_null_minor,
+            -b.refunds_minor,
+            b.usd_minor
+        ],
+        "each line is truth's"
+    );
+    assert_eq!(
+        c["gold_minor"].as_i64(),
+        Some(b.end_minor),
+        "gold is truth's month"
+    );
     let want = truth.awaiting_at(at).expect("a noon checkpoint");
     assert_eq!(
         (
@@ -744,6 +771,13 @@ fn two_right_answers_by_time_travel() {
         );
         orders.push((cash, ord));
     }
+    let truth = sugarbush::load_truth(&dir.join("warehouse")).expect("truth");
+    let want: Vec<(i64, i64)> = truth
+        .answers_for("2026-08")
+        .iter()
+        .map(|a| (a.cash_minor, a.orders_minor))
+        .collect();
+    assert_eq!(orders, want, "the two answers are truth's, as of each date");
     assert!(
         orders.iter().all(|(c, _)| *c == orders[0].0),
         "August cash is settled: {orders:?}"

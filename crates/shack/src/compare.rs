@@ -447,21 +447,9 @@ pub struct Answers {
 }
 
 /// The as-ofs of the story's table for a month: the 8th, 15th, 22nd and 30th of the next month
-/// and the 15th of the one after, at noon UTC.
+/// and the 15th of the one after, at noon UTC (the as-ofs sugarbush's truth weighs).
 pub fn default_as_ofs(year: i32, month: u32) -> Vec<DateTime<Utc>> {
-    let next = |y: i32, m: u32| if m == 12 { (y + 1, 1) } else { (y, m + 1) };
-    let (y1, m1) = next(year, month);
-    let (y2, m2) = next(y1, m1);
-    [
-        (y1, m1, 8),
-        (y1, m1, 15),
-        (y1, m1, 22),
-        (y1, m1, 30),
-        (y2, m2, 15),
-    ]
-    .into_iter()
-    .filter_map(|(y, m, d)| Utc.with_ymd_and_hms(y, m, d, 12, 0, 0).single())
-    .collect()
+    sugarbush::as_ofs_for_month(year, month)
 }
 
 /// Sum of `value` over the rows of `table` at `tag` whose `day` column falls in [from, to).

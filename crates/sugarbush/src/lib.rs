@@ -48,11 +48,12 @@ pub use progress::{NoProgress, Progress};
 pub use season::{MAX_SCALE, thousands};
 pub use source::{Source, UnknownSource};
 pub use truth::{
-    Awaiting, AwaitingTruth, Currency, DailyTruth, FaultCounts, FxRateTruth, FxSummary,
-    MonthVolume, OrderChangeTruth, OrderStatus, OrderTruth, PaymentEventTruth, PaymentKind,
-    Republished, ResentFile, SeasonWindow, SourceStats, Truth, TruthRow, TruthRows, TruthSummary,
-    Volume, awaiting_shipment, format_rate_micros, load_truth, parse_rate_micros,
-    read_order_changes, read_orders, read_payment_events,
+    AnswersTruth, Awaiting, AwaitingTruth, BridgeTruth, Currency, DailyTruth, FaultCounts,
+    FxRateTruth, FxSummary, MonthVolume, OrderChangeTruth, OrderStatus, OrderTruth,
+    PaymentEventTruth, PaymentKind, Republished, ResentFile, SeasonWindow, SourceStats, Truth,
+    TruthRow, TruthRows, TruthSummary, Volume, as_ofs_for_month, awaiting_shipment,
+    format_rate_micros, load_truth, parse_rate_micros, read_order_changes, read_orders,
+    read_payment_events,
 };
 
 use error::IoContext;

@@ -396,6 +396,43 @@ impl TruthFiles {
     }
 }
 
+/// One month's bridge and two-answers figures, per as-of (`truth/bridge.csv`,
+/// `truth/two_answers.csv`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Weighed {
+    naive: i64,
+    resent: i64,
+    retries: i64,
+    v2_null: i64,
+    refunds: i64,
+    usd: i64,
+    /// The month's cash by processor date (CAD, event by event): the bridge's end.
+    cash: i64,
+    /// The month's orders by order date (CAD at the order date's rate).
+    orders: i64,
+}
+
+/// A month's as-ofs (ms) and its figures at each.
+#[derive(Debug, Clone, Default)]
+struct MonthWeighed {
+    as_ofs: Vec<i64>,
+    at: Vec<Weighed>,
+}
+
+/// One payment event as the bridge and the two answers see it.
+struct Weigh<'a> {
+    usd: bool,
+    refund: bool,
+    /// Created, ms (whole seconds).
+    at: i64,
+    amount: i64,
+    attempts: &'a [Attempt],
+    /// The Halifax day the order was created (days since the epoch).
+    order_day: i64,
+    /// When the first of the order's changes landed: from then a pipeline knows the order.
+    order_known: i64,
+}
+
 /// One resend: the file of (source, hour) is sent again, landing at `copy_at`.
 #[derive(Debug, Clone, Copy)]
 struct ResendSlot {
@@ -418,6 +455,7 @@ pub(crate) struct Season {
     /// Orders whose naive view stays "paid" for good: added from a checkpoint onward.
     awaiting_tail: Vec<[u64; 6]>,
     fx_rows: Vec<FxRateTruth>,
+    weighed: BTreeMap<(i32, u32), MonthWeighed>,
     tally: Tally,
     truth: TruthFiles,
     line: Vec<u8>,
@@ -453,6 +491,7 @@ impl Season {
             awaiting: vec![[0; 6]; CHECKPOINTS],
             awaiting_tail: vec![[0; 6]; CHECKPOINTS + 1],
             fx_rows: Vec::new(),
+            weighed: BTreeMap::new(),
             tally,
             truth,
             line: Vec::with_capacity(1024),
@@ -688,8 +727,22 @@ impl Season {
         }
 
         let charge_amount = total;
+        let order_known = receipts
+            .iter()
+            .map(|&r| hourly_landing(self.seed, Source::Orders, hour_index(r)))
+            .min()
+            .unwrap_or(i64::MAX);
         for (refund, at, amount) in payments {
             let attempts = plan_deliveries(&mut rng, at);
+            self.weigh(&Weigh {
+                usd,
+                refund,
+                at,
+                amount,
+                attempts: &attempts,
+                order_day: time::day_of(created + HALIFAX_OFFSET),
+                order_known,
+            })?;
             let item = PaymentItem {
                 order_no: no,
                 usd,
@@ -702,6 +755,86 @@ impl Season {
             self.commits.push(at, Item::Payment(Box::new(item)));
         }
         Ok(())
+    }
+
+    /// Adds one payment event to the bridge of its UTC month and to the two answers of its
+    /// order's month, at every as-of of each: the bucket brigade counts every complete delivery
+    /// in every landed file (re-sent copies too) of an API 2025-11-01 charge; a correct pipeline
+    /// counts the event once from its first complete delivery's landing, and by order date only
+    /// once the order is known.
+    fn weigh(&mut self, e: &Weigh) -> Result<()> {
+        let v2 = e.usd && e.at >= API_CHANGE;
+        let signed = if e.refund { -e.amount } else { e.amount };
+        let (cash_rate, order_rate) = if e.usd {
+            (
+                Some(self.rate_micros_for(time::day_of(e.at))?),
+                self.rate_micros_for(e.order_day).ok(),
+            )
+        } else {
+            (Some(1_000_000), Some(1_000_000))
+        };
+        let cad = cash_rate.map_or(0, |r| mul_div_round(signed, r, 1_000_000));
+        let naive_amount = if e.refund || v2 { 0 } else { e.amount };
+        let mut landed = Vec::with_capacity(e.attempts.len());
+        let mut copies = Vec::new();
+        for a in e.attempts.iter().filter(|a| a.truncated_permille == 0) {
+            let h = hour_index(a.receipt);
+            landed.push(hourly_landing(self.seed, Source::Payments, h));
+            if let Some(slot) = self.resend.get(&(Source::Payments.index(), h)) {
+                copies.push(slot.copy_at);
+            }
+        }
+        let first = landed.iter().min().copied().unwrap_or(i64::MAX);
+
+        let cash = self.weighed_month(e.at);
+        for (t, w) in cash.as_ofs.iter().zip(cash.at.iter_mut()) {
+            let n = landed.iter().filter(|l| **l <= *t).count() as i64;
+            if n == 0 {
+                continue;
+            }
+            let c = copies.iter().filter(|c| **c <= *t).count() as i64;
+            w.naive += (n + c) * naive_amount;
+            w.resent += c * naive_amount;
+            w.retries += (n - 1) * naive_amount;
+            if v2 && !e.refund {
+                w.v2_null += e.amount;
+            }
+            if e.refund {
+                w.refunds += e.amount;
+            }
+            if e.usd {
+                w.usd += cad - signed;
+            }
+            w.cash += cad;
+        }
+        if let Some(rate) = order_rate {
+            let order_cad = mul_div_round(signed, rate, 1_000_000);
+            let known = first.max(e.order_known);
+            let orders = self.weighed_month(e.order_day * DAY);
+            for (t, w) in orders.as_ofs.iter().zip(orders.at.iter_mut()) {
+                if known <= *t {
+                    w.orders += order_cad;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The figures of the month holding `ms` (UTC).
+    fn weighed_month(&mut self, ms: i64) -> &mut MonthWeighed {
+        use chrono::Datelike;
+        let t = time::to_datetime(ms);
+        let (y, m) = (t.year(), t.month());
+        self.weighed.entry((y, m)).or_insert_with(|| {
+            let as_ofs: Vec<i64> = crate::truth::as_ofs_for_month(y, m)
+                .iter()
+                .map(time::from_datetime)
+                .collect();
+            MonthWeighed {
+                at: vec![Weighed::default(); as_ofs.len()],
+                as_ofs,
+            }
+        })
     }
 
     /// Adds this order's contribution to the awaiting-shipment checkpoints: true (by commit),
@@ -1290,6 +1423,28 @@ impl Season {
             }
         }
         write_atomic(&truth_dir.join(AwaitingTruth::FILE), awaiting.as_bytes())?;
+
+        // bridge.csv and two_answers.csv
+        let mut bridge = format!("{}\n", crate::truth::BridgeTruth::HEADER);
+        let mut answers = format!("{}\n", crate::truth::AnswersTruth::HEADER);
+        for ((y, m), month) in &self.weighed {
+            for (t, w) in month.as_ofs.iter().zip(&month.at) {
+                let at = time::rfc3339_ms(*t);
+                bridge.push_str(&format!(
+                    "{y:04}-{m:02},{at},{},{},{},{},{},{},{}\n",
+                    w.naive, w.resent, w.retries, w.v2_null, w.refunds, w.usd, w.cash
+                ));
+                answers.push_str(&format!("{y:04}-{m:02},{at},{},{}\n", w.cash, w.orders));
+            }
+        }
+        write_atomic(
+            &truth_dir.join(crate::truth::BridgeTruth::FILE),
+            bridge.as_bytes(),
+        )?;
+        write_atomic(
+            &truth_dir.join(crate::truth::AnswersTruth::FILE),
+            answers.as_bytes(),
+        )?;
         self.tally.volume.awaiting_shipment_mean = sum.checked_div(n).unwrap_or(0);
         self.tally.volume.months = std::mem::take(&mut self.months).into_values().collect();
         self.truth.finish()?;

@@ -10,6 +10,8 @@
 //! | `orders.csv` | order | final state (highest LSN) and every lifecycle instant, so its status at any instant |
 //! | `order_changes.csv` | change event | LSN, commit, receipt and landing instants, late and overtaken flags |
 //! | `payment_events.csv` | distinct payment event | the parsed facts, deliveries and truncated copies |
+//! | `bridge.csv` | month × as-of | the bucket brigade's month and each of its errors, from what landed by the as-of |
+//! | `two_answers.csv` | month × as-of | the month's cash by processor date and its orders by order date, as of each as-of |
 //!
 //! Money is integer minor units (cents); rates are integer micro-units (1.371234 → 1371234).
 
@@ -293,6 +295,67 @@ pub struct AwaitingTruth {
     pub naive_over_72h: u64,
 }
 
+/// `bridge.csv`: the story's bridge for one month (UTC, by each event's `created`), from the
+/// files that had landed by `as_of`, computed from what the generator wrote (never by parsing
+/// the files). `sugarshack compare` must find every figure.
+///
+/// * `naive_minor`: the bucket brigade: every complete delivery of an API 2025-11-01 charge,
+///   in every file including re-sent copies, its integer amount added as it is (USD as CAD).
+/// * `resent_minor`: what the re-sent copies added to it.
+/// * `retries_minor`: what the second and later deliveries of an event added (copies aside).
+/// * `v2_null_minor`: API 2026-08-01 charges, whose amount the bucket brigade reads as null.
+/// * `refunds_minor`: refunds (positive), which it never subtracts (each in its own currency).
+/// * `usd_minor`: USD events' CAD value (each converted and rounded on its own at its day's
+///   rate) minus their USD amount.
+/// * `end_minor`: the month's net in CAD, event by event: what `gold.mart_daily_cash` holds.
+///   `naive - resent - retries + v2_null - refunds + usd = end`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BridgeTruth {
+    /// `2026-08`.
+    pub month: String,
+    pub as_of: DateTime<Utc>,
+    pub naive_minor: i64,
+    pub resent_minor: i64,
+    pub retries_minor: i64,
+    pub v2_null_minor: i64,
+    pub refunds_minor: i64,
+    pub usd_minor: i64,
+    pub end_minor: i64,
+}
+
+/// `two_answers.csv`: a month's two right answers as of each as-of (see [`as_ofs_for_month`]):
+/// its cash by processor date (UTC day of each event, converted at that day's rate: the same
+/// figure as [`BridgeTruth::end_minor`]) and its orders by order date (the Halifax day the
+/// order was created; every event of the order converted at that day's rate), counting the
+/// events that had landed by the as-of whose order a correct pipeline could see by then.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnswersTruth {
+    pub month: String,
+    pub as_of: DateTime<Utc>,
+    pub cash_minor: i64,
+    pub orders_minor: i64,
+}
+
+/// The as-ofs at which `truth/` weighs a month, the story's "two right answers" dates: the 8th,
+/// 15th, 22nd and 30th of the next month and the 15th of the one after, at 12:00 UTC (a month
+/// without a 30th has four).
+pub fn as_ofs_for_month(year: i32, month: u32) -> Vec<DateTime<Utc>> {
+    use chrono::TimeZone;
+    let next = |y: i32, m: u32| if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+    let (y1, m1) = next(year, month);
+    let (y2, m2) = next(y1, m1);
+    [
+        (y1, m1, 8),
+        (y1, m1, 15),
+        (y1, m1, 22),
+        (y1, m1, 30),
+        (y2, m2, 15),
+    ]
+    .into_iter()
+    .filter_map(|(y, m, d)| Utc.with_ymd_and_hms(y, m, d, 12, 0, 0).single())
+    .collect()
+}
+
 /// `orders.csv`: one row per order, written when its last change commits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderTruth {
@@ -468,6 +531,45 @@ impl TruthRow for AwaitingTruth {
             visible_over_72h: vo.parse().ok()?,
             naive_waiting: nw.parse().ok()?,
             naive_over_72h: no.parse().ok()?,
+        })
+    }
+}
+
+impl TruthRow for BridgeTruth {
+    const FILE: &'static str = "bridge.csv";
+    const HEADER: &'static str = "month,as_of,naive_minor,resent_minor,retries_minor,v2_null_minor,refunds_minor,usd_minor,end_minor";
+
+    fn parse_fields(f: &[&str]) -> Option<Self> {
+        let [month, as_of, naive, resent, retries, v2, refunds, usd, end] = f else {
+            return None;
+        };
+        Some(Self {
+            month: (*month).to_string(),
+            as_of: instant(as_of)?,
+            naive_minor: naive.parse().ok()?,
+            resent_minor: resent.parse().ok()?,
+            retries_minor: retries.parse().ok()?,
+            v2_null_minor: v2.parse().ok()?,
+            refunds_minor: refunds.parse().ok()?,
+            usd_minor: usd.parse().ok()?,
+            end_minor: end.parse().ok()?,
+        })
+    }
+}
+
+impl TruthRow for AnswersTruth {
+    const FILE: &'static str = "two_answers.csv";
+    const HEADER: &'static str = "month,as_of,cash_minor,orders_minor";
+
+    fn parse_fields(f: &[&str]) -> Option<Self> {
+        let [month, as_of, cash, orders] = f else {
+            return None;
+        };
+        Some(Self {
+            month: (*month).to_string(),
+            as_of: instant(as_of)?,
+            cash_minor: cash.parse().ok()?,
+            orders_minor: orders.parse().ok()?,
         })
     }
 }
@@ -678,6 +780,8 @@ pub struct Truth {
     pub daily: Vec<DailyTruth>,
     pub fx_rates: Vec<FxRateTruth>,
     pub awaiting: Vec<AwaitingTruth>,
+    pub bridge: Vec<BridgeTruth>,
+    pub answers: Vec<AnswersTruth>,
 }
 
 impl Truth {
@@ -697,6 +801,18 @@ impl Truth {
     pub fn awaiting_at(&self, at: DateTime<Utc>) -> Option<&AwaitingTruth> {
         self.awaiting.iter().find(|a| a.at == at)
     }
+
+    /// The bridge of `month` (`2026-08`) as of `at`.
+    pub fn bridge_at(&self, month: &str, at: DateTime<Utc>) -> Option<&BridgeTruth> {
+        self.bridge
+            .iter()
+            .find(|b| b.month == month && b.as_of == at)
+    }
+
+    /// The two right answers of `month`, one row per as-of, in as-of order.
+    pub fn answers_for(&self, month: &str) -> Vec<&AnswersTruth> {
+        self.answers.iter().filter(|a| a.month == month).collect()
+    }
 }
 
 /// Loads `truth/` (the summary, daily totals, rates and awaiting checkpoints).
@@ -710,6 +826,8 @@ pub fn load_truth(warehouse_root: &Path) -> Result<Truth> {
         daily: TruthRows::<DailyTruth>::open(warehouse_root)?.collect::<Result<_>>()?,
         fx_rates: TruthRows::<FxRateTruth>::open(warehouse_root)?.collect::<Result<_>>()?,
         awaiting: TruthRows::<AwaitingTruth>::open(warehouse_root)?.collect::<Result<_>>()?,
+        bridge: TruthRows::<BridgeTruth>::open(warehouse_root)?.collect::<Result<_>>()?,
+        answers: TruthRows::<AnswersTruth>::open(warehouse_root)?.collect::<Result<_>>()?,
     })
 }
 
@@ -769,6 +887,8 @@ units (cents); rates have exactly six decimals. Instants are UTC.
 | orders.csv | order | final state (highest LSN) and the instant of every lifecycle step, so its status at any instant |
 | order_changes.csv | change event, in LSN order | commit, receipt and landing instants; late (two hours or more) and overtaken (arrived after a newer change of the same order) |
 | payment_events.csv | distinct payment event | the facts any correct parser reads, complete and truncated deliveries, when the first complete one landed |
+| bridge.csv | month and as-of | the bucket brigade's month (every delivery of an old-API charge in every landed file, re-sent copies too, USD added as CAD) and each error: re-sent copies, webhook retries, new-API amounts it reads as null, refunds it never subtracts, USD as CAD; ending at the month's true net in CAD |
+| two_answers.csv | month and as-of | the month's cash by processor date and its orders by order date, from what had landed by the as-of (12:00 UTC on the 8th, 15th, 22nd and 30th of the next month and the 15th of the one after) |
 ";
 
 #[cfg(test)]

@@ -823,3 +823,83 @@ fn the_volumes_are_close_to_the_story() {
         assert!(o.refunded_minor <= o.total_minor);
     }
 }
+
+/// `truth/bridge.csv` and `truth/two_answers.csv`: the generator's own account of the story's
+/// bridge and of the two right answers. Its bucket-brigade figure equals what reading the landed
+/// files the naive way gives; its lines add up to the month's true net in CAD; each line is
+/// material with the story's sign; cash settles while orders fall.
+#[test]
+fn the_bridge_and_the_two_answers_are_in_the_truth() {
+    let root = season();
+    let truth = load_truth(root).expect("truth");
+    let as_ofs = sugarbush::as_ofs_for_month(2026, 8);
+    assert_eq!(as_ofs.len(), 5);
+    assert_eq!(as_ofs[0], at("2026-09-08T12:00:00Z"));
+    assert_eq!(as_ofs[4], at("2026-10-15T12:00:00Z"));
+
+    for b in &truth.bridge {
+        assert_eq!(
+            b.naive_minor - b.resent_minor - b.retries_minor + b.v2_null_minor - b.refunds_minor
+                + b.usd_minor,
+            b.end_minor,
+            "the lines add up: {b:?}"
+        );
+    }
+
+    // The bucket brigade, read from the files as they landed by the story's Tuesday.
+    let tuesday = as_ofs[0];
+    let mut naive = 0i64;
+    for f in landed(root, Source::Payments, tuesday).expect("landed") {
+        for line in fs::read(&f.path).expect("read").split(|b| *b == b'\n') {
+            let Ok(j) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            let created = j["created"].as_i64().unwrap_or(0);
+            let month = chrono::DateTime::from_timestamp(created, 0).map(|t| (t.year(), t.month()));
+            if j["type"] == "charge.succeeded" && month == Some((2026, 8)) {
+                naive += j["data"]["object"]["amount"].as_i64().unwrap_or(0);
+            }
+        }
+    }
+    let b = truth
+        .bridge_at("2026-08", tuesday)
+        .expect("August as of Sep 8");
+    assert_eq!(b.naive_minor, naive, "the bucket brigade's month");
+    for (amount, sign, what) in [
+        (-b.resent_minor, -1, "re-sent files"),
+        (-b.retries_minor, -1, "webhook retries"),
+        (b.v2_null_minor, 1, "v2 amounts read as null"),
+        (-b.refunds_minor, -1, "refunds"),
+        (b.usd_minor, 1, "USD as CAD"),
+    ] {
+        assert_eq!(amount.signum(), sign, "{what}: {b:?}");
+        assert!(amount.abs() >= 500_000, "{what} is material: {b:?}");
+    }
+
+    // By mid-October every August event has landed: cash is the true month, event by event.
+    let august: i64 = truth
+        .daily
+        .iter()
+        .filter(|d| d.date.year() == 2026 && d.date.month() == 8)
+        .map(|d| d.net_cad_minor_by_event)
+        .sum();
+    let answers = truth.answers_for("2026-08");
+    assert_eq!(answers.len(), 5);
+    assert_eq!(answers[4].cash_minor, august);
+    for (a, t) in answers.iter().zip(&as_ofs) {
+        assert_eq!(a.as_of, *t);
+        let bridge = truth.bridge_at("2026-08", *t).expect("a bridge per as-of");
+        assert_eq!(a.cash_minor, bridge.end_minor, "cash is the bridge's end");
+    }
+    assert!(
+        answers.iter().all(|a| a.cash_minor == august),
+        "August cash is settled from Sep 8: {answers:?}"
+    );
+    assert!(
+        answers
+            .windows(2)
+            .all(|w| w[1].orders_minor <= w[0].orders_minor)
+            && answers[4].orders_minor < answers[0].orders_minor,
+        "August orders fall as refunds trickle in: {answers:?}"
+    );
+}
