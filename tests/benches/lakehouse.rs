@@ -1,0 +1,1633 @@
+//! The lakehouse benchmarks (issue 13): how fast the lake does what it exists for, as ratios
+//! measured in one run on this machine.
+//!
+//!     cargo bench -p sugarshack-e2e --bench lakehouse [-- --part 1|2|all] [--quick]
+//!         [--scales 1,10,100] [--repeats N] [--json PATH] [--dir DIR]
+//!
+//! Part 1, the write-audit-publish primitives, the same work on both sides: K commits of N-row
+//! Arrow batches appended to an `audit` branch, `main` fast-forwarded to `audit`, 15 tables
+//! fast-forwarded at once (lake: one catalog commit; pyiceberg: one table at a time), the
+//! metadata bytes a commit costs; then reads of lake's table at 20 earlier snapshots and a
+//! filtered aggregate at `main`, by lake, by pyiceberg and by DuckDB's iceberg extension (both
+//! given the metadata location). The Python side is `peers.py` beside this file, run in a
+//! virtualenv the bench creates when it is missing. Counts and sums are compared at the end.
+//!
+//! Part 2, the season: generate, one full build, and one incremental daily run at the end of
+//! the season per scale; and the season day by day (`shack::play_season`). Each measured piece
+//! runs in a child process (this program again, with a hidden sub-command) that reports its
+//! wall time and its peak memory (VmHWM).
+//!
+//! Every figure is printed with min / median / max over its samples and, where a peer did the
+//! same work in the same run, the peer's figures and the ratio (peer ÷ lake: above 1 means the
+//! lake is faster or smaller). The same goes to JSON (`--json`, default
+//! `<target>/bench/lakehouse.json`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow, bail};
+use arrow::array::{Array, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use lake::{At, Catalog, RefOp};
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------------------------------------
+// Flags
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    One,
+    Two,
+    All,
+}
+
+#[derive(Debug)]
+struct Args {
+    part: Part,
+    quick: bool,
+    scales: Vec<u32>,
+    repeats: Option<usize>,
+    json: Option<PathBuf>,
+    dir: Option<PathBuf>,
+}
+
+const USAGE: &str = "usage: lakehouse [--part 1|2|all] [--quick] [--scales 1,10,100] [--repeats N] [--json PATH] [--dir DIR]
+  --part      which part to run: 1 (WAP primitives against pyiceberg and DuckDB), 2 (the season), all (default)
+  --quick     tiny sizes, to check the bench itself works (figures mean little)
+  --scales    season scales for part 2 (default 1,10)
+  --repeats   samples per figure where a figure is repeated whole (default: 3 at scale 1, fewer above)
+  --json      where to write the figures as JSON (default <target>/bench/lakehouse.json)
+  --dir       a folder for the bench's lakes and landing zones (default: a temporary folder)";
+
+fn parse_args(raw: &[String]) -> Result<Args> {
+    let mut a = Args {
+        part: Part::All,
+        quick: false,
+        scales: vec![1, 10],
+        repeats: None,
+        json: None,
+        dir: None,
+    };
+    let mut it = raw.iter();
+    let value = |it: &mut std::slice::Iter<String>, flag: &str| -> Result<String> {
+        it.next()
+            .cloned()
+            .ok_or_else(|| anyhow!("{flag} needs a value\n{USAGE}"))
+    };
+    while let Some(f) = it.next() {
+        match f.as_str() {
+            // cargo bench passes --bench to a harness=false bench; cargo test passes nothing.
+            "--bench" => {}
+            "--quick" => a.quick = true,
+            "--part" => {
+                a.part = match value(&mut it, "--part")?.as_str() {
+                    "1" => Part::One,
+                    "2" => Part::Two,
+                    "all" => Part::All,
+                    other => bail!("--part takes 1, 2 or all, not {other:?}\n{USAGE}"),
+                }
+            }
+            "--scales" => {
+                let v = value(&mut it, "--scales")?;
+                let mut scales = Vec::new();
+                for s in v.split(',').filter(|s| !s.is_empty()) {
+                    let n: u32 = s.trim().parse().map_err(|_| {
+                        anyhow!("--scales takes numbers separated by commas, not {v:?}")
+                    })?;
+                    if n == 0 || n > sugarbush::MAX_SCALE {
+                        bail!("a scale is 1 to {}, not {n}", sugarbush::MAX_SCALE);
+                    }
+                    scales.push(n);
+                }
+                if scales.is_empty() {
+                    bail!("--scales needs at least one scale");
+                }
+                a.scales = scales;
+            }
+            "--repeats" => {
+                let v = value(&mut it, "--repeats")?;
+                let n: usize = v
+                    .parse()
+                    .map_err(|_| anyhow!("--repeats takes a number, not {v:?}"))?;
+                if n == 0 {
+                    bail!("--repeats must be at least 1");
+                }
+                a.repeats = Some(n);
+            }
+            "--json" => a.json = Some(PathBuf::from(value(&mut it, "--json")?)),
+            "--dir" => a.dir = Some(PathBuf::from(value(&mut it, "--dir")?)),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("unknown flag {other:?}\n{USAGE}"),
+        }
+    }
+    Ok(a)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Figures
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    Ms,
+    S,
+    Bytes,
+    MiB,
+    RowsPerS,
+    Ratio,
+}
+
+impl Unit {
+    fn name(self) -> &'static str {
+        match self {
+            Unit::Ms => "ms",
+            Unit::S => "s",
+            Unit::Bytes => "bytes",
+            Unit::MiB => "MiB",
+            Unit::RowsPerS => "rows/s",
+            Unit::Ratio => "x",
+        }
+    }
+
+    fn fmt(self, v: f64) -> String {
+        match self {
+            Unit::Ms if v < 10.0 => format!("{v:.2}"),
+            Unit::Ms => format!("{v:.1}"),
+            Unit::S if v < 10.0 => format!("{v:.2}"),
+            Unit::S => format!("{v:.1}"),
+            Unit::Bytes => thousands(v.round() as u64),
+            Unit::MiB => format!("{v:.0}"),
+            Unit::RowsPerS => thousands(v.round() as u64),
+            Unit::Ratio => format!("{v:.2}"),
+        }
+    }
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[derive(Clone, Debug)]
+struct Stats {
+    n: usize,
+    min: f64,
+    median: f64,
+    max: f64,
+}
+
+impl Stats {
+    fn of(samples: &[f64]) -> Option<Stats> {
+        let mut v: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Stats {
+            n,
+            min: v[0],
+            median,
+            max: v[n - 1],
+        })
+    }
+
+    fn render(&self, unit: Unit) -> String {
+        if self.n == 1 {
+            unit.fmt(self.median)
+        } else {
+            format!(
+                "{} / {} / {}",
+                unit.fmt(self.min),
+                unit.fmt(self.median),
+                unit.fmt(self.max)
+            )
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({"n": self.n, "min": self.min, "median": self.median, "max": self.max})
+    }
+}
+
+/// Which way a figure is better, for the ratio and the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Better {
+    Lower,
+    Higher,
+}
+
+#[derive(Clone, Debug)]
+struct Target {
+    /// What it says, for people: `>= 10x`, `< 10 s`.
+    text: String,
+    met: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Row {
+    section: String,
+    figure: String,
+    unit: Unit,
+    better: Better,
+    lake: Option<Stats>,
+    peer: Option<(String, Stats)>,
+    target: Option<Target>,
+    note: String,
+}
+
+impl Row {
+    fn new(section: &str, figure: &str, unit: Unit, samples: &[f64]) -> Row {
+        Row {
+            section: section.to_string(),
+            figure: figure.to_string(),
+            unit,
+            better: if unit == Unit::RowsPerS {
+                Better::Higher
+            } else {
+                Better::Lower
+            },
+            lake: Stats::of(samples),
+            peer: None,
+            target: None,
+            note: String::new(),
+        }
+    }
+
+    fn peer(mut self, name: &str, samples: &[f64]) -> Row {
+        self.peer = Stats::of(samples).map(|s| (name.to_string(), s));
+        self
+    }
+
+    fn note(mut self, note: impl Into<String>) -> Row {
+        self.note = note.into();
+        self
+    }
+
+    /// peer ÷ lake for lower-is-better figures (above 1: the lake is ahead), lake ÷ peer else.
+    fn ratio(&self) -> Option<f64> {
+        let (lake, (_, peer)) = (self.lake.as_ref()?, self.peer.as_ref()?);
+        let r = match self.better {
+            Better::Lower => peer.median / lake.median,
+            Better::Higher => lake.median / peer.median,
+        };
+        r.is_finite().then_some(r)
+    }
+
+    /// A target on the ratio: at least `at_least` times the peer.
+    fn target_ratio(mut self, at_least: f64) -> Row {
+        let met = self.ratio().is_some_and(|r| r >= at_least);
+        self.target = Some(Target {
+            text: format!(">= {at_least}x"),
+            met,
+        });
+        self
+    }
+
+    /// A target on the lake's median: below `limit` (in the row's unit).
+    fn target_below(mut self, limit: f64) -> Row {
+        let met = self.lake.as_ref().is_some_and(|s| s.median < limit);
+        self.target = Some(Target {
+            text: format!("< {} {}", self.unit.fmt(limit), self.unit.name()),
+            met,
+        });
+        self
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "section": self.section,
+            "figure": self.figure,
+            "unit": self.unit.name(),
+            "lake": self.lake.as_ref().map(Stats::to_json),
+            "peer": self.peer.as_ref().map(|(n, s)| json!({"name": n, "stats": s.to_json()})),
+            "ratio": self.ratio(),
+            "target": self.target.as_ref().map(|t| json!({"text": t.text, "met": t.met})),
+            "note": self.note,
+        })
+    }
+}
+
+fn print_table(machine: &str, rows: &[Row]) {
+    println!();
+    println!("machine: {machine}");
+    println!(
+        "lake and peer columns: min / median / max over n samples; ratio = peer median / lake median (above 1: lake ahead)"
+    );
+    let header = [
+        "figure",
+        "unit",
+        "n",
+        "lake",
+        "peer",
+        "peer figures",
+        "ratio",
+        "target",
+    ];
+    let cells: Vec<[String; 8]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.figure.clone(),
+                r.unit.name().to_string(),
+                r.lake.as_ref().map(|s| s.n.to_string()).unwrap_or_default(),
+                r.lake
+                    .as_ref()
+                    .map(|s| s.render(r.unit))
+                    .unwrap_or_else(|| "-".into()),
+                r.peer.as_ref().map(|(n, _)| n.clone()).unwrap_or_default(),
+                r.peer
+                    .as_ref()
+                    .map(|(_, s)| s.render(r.unit))
+                    .unwrap_or_default(),
+                r.ratio().map(|x| format!("{x:.1}x")).unwrap_or_default(),
+                r.target
+                    .as_ref()
+                    .map(|t| format!("{} {}", t.text, if t.met { "met" } else { "MISSED" }))
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let mut w = header.map(|h| h.len());
+    for c in &cells {
+        for (i, s) in c.iter().enumerate() {
+            w[i] = w[i].max(s.chars().count());
+        }
+    }
+    let line = |c: &[String; 8]| {
+        let mut s = String::new();
+        for (i, cell) in c.iter().enumerate() {
+            let pad = w[i] - cell.chars().count();
+            // Numbers right-aligned, words left-aligned.
+            if matches!(i, 2 | 3 | 5 | 6) {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                s.push_str(&" ".repeat(pad));
+            }
+            s.push_str("  ");
+        }
+        s.trim_end().to_string()
+    };
+    let mut section = "";
+    for (r, c) in rows.iter().zip(&cells) {
+        if r.section != section {
+            section = &r.section;
+            println!();
+            println!("== {section}");
+            println!("{}", line(&header.map(String::from)));
+        }
+        println!("{}", line(c));
+        if !r.note.is_empty() {
+            println!("     ({})", r.note);
+        }
+    }
+    println!();
+}
+
+fn machine() -> (String, Value) {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "unknown CPU".into());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib: u64 = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mem_gib = mem_kib as f64 / 1024.0 / 1024.0;
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(String::from))
+        .unwrap_or_default();
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let profile = if cfg!(debug_assertions) {
+        "dev"
+    } else {
+        "release"
+    };
+    let text = format!(
+        "{cores} cores, {model}, {mem_gib:.1} GiB memory; load {load} at start; {profile} build{}",
+        if commit.is_empty() {
+            String::new()
+        } else {
+            format!(" of {commit}")
+        }
+    );
+    let v = json!({
+        "cores": cores,
+        "cpu": model,
+        "memory_gib": mem_gib,
+        "load_at_start": load,
+        "profile": profile,
+        "commit": commit,
+    });
+    (text, v)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Part 1: the WAP primitives
+
+const TABLE: &str = "bench.t";
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("grp", DataType::Int64, false),
+        Field::new("amount", DataType::Int64, false),
+    ]))
+}
+
+/// Rows `start..start + n`: id, id % 97, id * 7919 % 100003 (peers.py makes the same).
+fn rows(start: i64, n: usize) -> Result<RecordBatch> {
+    let ids: Vec<i64> = (start..start + n as i64).collect();
+    let grp: Vec<i64> = ids.iter().map(|i| i % 97).collect();
+    let amount: Vec<i64> = ids.iter().map(|i| i * 7919 % 100_003).collect();
+    Ok(RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(Int64Array::from(grp)),
+            Arc::new(Int64Array::from(amount)),
+        ],
+    )?)
+}
+
+/// The seed row every table starts with on `main` (pyiceberg cannot branch an empty table).
+fn seed() -> Result<RecordBatch> {
+    Ok(RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(vec![-1])),
+            Arc::new(Int64Array::from(vec![0])),
+            Arc::new(Int64Array::from(vec![0])),
+        ],
+    )?)
+}
+
+fn secs(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64()
+}
+
+fn ms(v: &[f64]) -> Vec<f64> {
+    v.iter().map(|s| s * 1000.0).collect()
+}
+
+/// Bytes of the files directly in `dir` (0 when it does not exist).
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
+}
+
+fn local_path(location: &str) -> PathBuf {
+    PathBuf::from(location.strip_prefix("file://").unwrap_or(location))
+}
+
+/// A new table with the seed row on `main` and an `audit` branch at it.
+async fn new_table(lake: &Catalog, name: &str) -> Result<()> {
+    lake.create_table(name, &schema(), &[]).await?;
+    let s = lake
+        .append(name, "main", &[seed()?], BTreeMap::new())
+        .await?;
+    lake.update_refs(
+        name,
+        &[RefOp::CreateBranch {
+            name: "audit".into(),
+            snapshot_id: s.snapshot_id,
+        }],
+        "branch",
+    )
+    .await?;
+    Ok(())
+}
+
+struct LakeWrite {
+    append_s: Vec<f64>,
+    ff_s: Vec<f64>,
+    ff_tables_s: Vec<f64>,
+    metadata_bytes: u64,
+    metadata_json_bytes: u64,
+    main_count: i64,
+    main_sum: i64,
+}
+
+/// The writes, with lake: as `peers.py write` does them with pyiceberg.
+async fn lake_write(
+    lake: &Catalog,
+    root: &Path,
+    k: usize,
+    n: usize,
+    ff: usize,
+    tables: usize,
+) -> Result<LakeWrite> {
+    new_table(lake, TABLE).await?;
+    let batches: Vec<RecordBatch> = (0..k + ff)
+        .map(|i| rows((i * n) as i64, n))
+        .collect::<Result<_>>()?;
+    let mut append_s = Vec::with_capacity(k);
+    for b in &batches[..k] {
+        let t0 = Instant::now();
+        lake.append(TABLE, "audit", std::slice::from_ref(b), BTreeMap::new())
+            .await?;
+        append_s.push(secs(t0));
+    }
+    // Table metadata (metadata JSON, manifest lists, manifests) plus the catalog's versions:
+    // what pyiceberg's side counts as its metadata folder plus its SQLite file.
+    let t = lake.table(TABLE).await?;
+    let metadata_bytes = dir_bytes(&local_path(t.location()).join("metadata"))
+        + dir_bytes(&root.join("catalog/versions"));
+    let metadata_json_bytes = std::fs::metadata(local_path(t.metadata_location()))?.len();
+    let mut ff_s = Vec::with_capacity(ff);
+    for b in &batches[k..] {
+        let wrote = lake
+            .append(TABLE, "audit", std::slice::from_ref(b), BTreeMap::new())
+            .await?;
+        let t0 = Instant::now();
+        lake.update_refs(
+            TABLE,
+            &[RefOp::FastForward {
+                branch: "main".into(),
+                to: wrote.snapshot_id,
+            }],
+            "publish",
+        )
+        .await?;
+        ff_s.push(secs(t0));
+    }
+    let (main_count, main_sum) = count_sum(&lake.table(TABLE).await?.scan(&At::Main).await?)?;
+
+    let names: Vec<String> = (0..tables).map(|j| format!("bench.t{j:02}")).collect();
+    for name in &names {
+        new_table(lake, name).await?;
+    }
+    let mut ff_tables_s = Vec::with_capacity(ff);
+    for r in 0..ff {
+        for (j, name) in names.iter().enumerate() {
+            lake.append(
+                name,
+                "audit",
+                &[rows(((r * tables + j) * 10) as i64, 10)?],
+                BTreeMap::new(),
+            )
+            .await?;
+        }
+        // A publish: read the head once, every table's audit head, one catalog commit.
+        let t0 = Instant::now();
+        let head = lake.head().await?;
+        let mut changes = Vec::with_capacity(tables);
+        for name in &names {
+            let t = lake.table_in(&head, name).await?;
+            let to = t
+                .head("audit")
+                .ok_or_else(|| anyhow!("{name} has no audit branch"))?;
+            changes.push(t.stage_refs(&[RefOp::FastForward {
+                branch: "main".into(),
+                to,
+            }])?);
+        }
+        lake.commit(changes, "publish", "publish 15 tables", BTreeMap::new())
+            .await?;
+        ff_tables_s.push(secs(t0));
+    }
+    Ok(LakeWrite {
+        append_s,
+        ff_s,
+        ff_tables_s,
+        metadata_bytes,
+        metadata_json_bytes,
+        main_count,
+        main_sum,
+    })
+}
+
+fn count_sum(batches: &[RecordBatch]) -> Result<(i64, i64)> {
+    let mut n = 0i64;
+    let mut sum = 0i64;
+    for b in batches {
+        n += b.num_rows() as i64;
+        let col = b
+            .column_by_name("amount")
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            .ok_or_else(|| anyhow!("no Int64 amount column"))?;
+        sum += arrow::compute::sum(col).unwrap_or(0);
+    }
+    Ok((n, sum))
+}
+
+/// The first row of a `count(*), sum(..)` query.
+fn first_two(batches: &[RecordBatch]) -> Result<(i64, i64)> {
+    let b = batches
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .ok_or_else(|| anyhow!("the query returned no row"))?;
+    let int = |i: usize| -> Result<i64> {
+        let c = b
+            .column(i)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| anyhow!("column {i} is not Int64"))?;
+        Ok(if c.is_null(0) { 0 } else { c.value(0) })
+    };
+    Ok((int(0)?, int(1)?))
+}
+
+async fn lake_sql(table: &lake::Table, at: &At, sql: &str) -> Result<(i64, i64)> {
+    let ctx = lake::datafusion::prelude::SessionContext::new();
+    lake::register_table(&ctx, table, at).await?;
+    let batches = ctx.sql(sql).await?.collect().await?;
+    first_two(&batches)
+}
+
+struct LakeReads {
+    scan_s: Vec<f64>,
+    sql_s: Vec<f64>,
+    checks: Vec<(i64, i64)>,
+    filtered_s: Vec<f64>,
+    filtered: (i64, i64),
+}
+
+async fn lake_reads(
+    lake: &Catalog,
+    snapshots: &[i64],
+    filter_min: i64,
+    repeats: usize,
+) -> Result<LakeReads> {
+    let t = lake.table(TABLE).await?;
+    let mut scan_s = Vec::new();
+    let mut sql_s = Vec::new();
+    let mut checks = Vec::new();
+    let count_sql = "SELECT count(*), sum(amount) FROM bench.t";
+    for &s in snapshots {
+        let t0 = Instant::now();
+        let got = count_sum(&t.scan(&At::Snapshot(s)).await?)?;
+        scan_s.push(secs(t0));
+        let t0 = Instant::now();
+        let by_sql = lake_sql(&t, &At::Snapshot(s), count_sql).await?;
+        sql_s.push(secs(t0));
+        if by_sql != got {
+            bail!("lake's scan and SQL disagree at snapshot {s}: {got:?} vs {by_sql:?}");
+        }
+        checks.push(got);
+    }
+    let filtered_sql =
+        format!("SELECT count(*), sum(amount) FROM bench.t WHERE id >= {filter_min}");
+    let mut filtered_s = Vec::new();
+    let mut filtered = (0, 0);
+    for _ in 0..repeats {
+        let t0 = Instant::now();
+        filtered = lake_sql(&t, &At::Main, &filtered_sql).await?;
+        filtered_s.push(secs(t0));
+    }
+    Ok(LakeReads {
+        scan_s,
+        sql_s,
+        checks,
+        filtered_s,
+        filtered,
+    })
+}
+
+fn f64s(v: &Value, key: &str) -> Result<Vec<f64>> {
+    v.get(key)
+        .and_then(|a| a.as_array())
+        .ok_or_else(|| anyhow!("peers.py gave no {key}"))?
+        .iter()
+        .map(|x| {
+            x.as_f64()
+                .ok_or_else(|| anyhow!("{key} holds a non-number"))
+        })
+        .collect()
+}
+
+fn pairs(v: &Value) -> Result<Vec<(i64, i64)>> {
+    v.as_array()
+        .ok_or_else(|| anyhow!("not a list of pairs"))?
+        .iter()
+        .map(|p| {
+            let n = p.get(0).and_then(Value::as_i64);
+            let s = p.get(1).and_then(Value::as_i64);
+            n.zip(s)
+                .ok_or_else(|| anyhow!("not a [count, sum] pair: {p}"))
+        })
+        .collect()
+}
+
+fn pair(v: &Value) -> Result<(i64, i64)> {
+    pairs(&json!([v]))?.pop().ok_or_else(|| anyhow!("no pair"))
+}
+
+/// The virtualenv the peers run in: `$SUGARSHACK_VENV` or `~/.cache/sugarshack/venv`, created
+/// and given pinned packages when its Python cannot import them.
+fn peer_python() -> Result<PathBuf> {
+    let venv = match std::env::var_os("SUGARSHACK_VENV") {
+        Some(v) => PathBuf::from(v),
+        None => PathBuf::from(std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set"))?)
+            .join(".cache/sugarshack/venv"),
+    };
+    let python = venv.join("bin/python");
+    let probe = "import pyiceberg, pyarrow, sqlalchemy, pyiceberg.catalog.sql, duckdb, duckdb_extension_iceberg, duckdb_extension_avro";
+    let ok = |p: &Path| {
+        Command::new(p)
+            .args(["-c", probe])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if ok(&python) {
+        return Ok(python);
+    }
+    eprintln!(
+        "installing pyiceberg, DuckDB and its iceberg extension into {}",
+        venv.display()
+    );
+    if !python.exists() {
+        let st = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .context("python3 -m venv")?;
+        if !st.success() {
+            bail!("python3 -m venv {} failed", venv.display());
+        }
+    }
+    let st = Command::new(venv.join("bin/pip"))
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "pyiceberg[pyarrow,sql-sqlite]==0.12.0",
+            "sqlalchemy==2.1.9",
+            "duckdb==1.5.5",
+            "duckdb-extension-iceberg==1.5.5",
+            "duckdb-extension-avro==1.5.5",
+        ])
+        .status()
+        .context("pip install")?;
+    if !st.success() || !ok(&python) {
+        bail!(
+            "could not set up the peers' virtualenv at {} (set SUGARSHACK_VENV to another)",
+            venv.display()
+        );
+    }
+    Ok(python)
+}
+
+fn peers(python: &Path, args: &[String]) -> Result<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peers.py");
+    let out = Command::new(python)
+        .arg(&script)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!(
+            "peers.py {} failed: {}",
+            args.first().map(String::as_str).unwrap_or(""),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("peers.py printed no JSON")
+}
+
+struct Workload {
+    k: usize,
+    n: usize,
+}
+
+struct Checks {
+    failed: Vec<String>,
+    passed: usize,
+}
+
+impl Checks {
+    fn same(&mut self, what: &str, lake: (i64, i64), peer: (i64, i64)) {
+        if lake == peer {
+            self.passed += 1;
+        } else {
+            self.failed
+                .push(format!("{what}: lake {lake:?}, peer {peer:?} (count, sum)"));
+        }
+    }
+}
+
+async fn part1(
+    args: &Args,
+    work: &Path,
+    rows_out: &mut Vec<Row>,
+    checks: &mut Checks,
+) -> Result<()> {
+    let python = peer_python()?;
+    let (workloads, ff, repeats) = if args.quick {
+        (
+            vec![Workload { k: 20, n: 1_000 }, Workload { k: 5, n: 10_000 }],
+            3,
+            args.repeats.unwrap_or(2),
+        )
+    } else {
+        (
+            vec![
+                Workload { k: 200, n: 1_000 },
+                Workload { k: 50, n: 100_000 },
+            ],
+            10,
+            args.repeats.unwrap_or(10),
+        )
+    };
+    const TABLES: usize = 15;
+    // pyiceberg's single-table fast-forward of the first workload: the 15-table target.
+    let mut py_ff_one: Vec<f64> = Vec::new();
+    for (wi, w) in workloads.iter().enumerate() {
+        let section = format!("part 1: {} commits x {} rows", w.k, thousands(w.n as u64));
+        let tables = if wi == 0 { TABLES } else { 0 };
+        eprintln!("{section}: lake writes");
+        let root = work.join(format!("p1-{}x{}", w.k, w.n));
+        let lake = Catalog::open_local(root.join("catalog"), root.join("warehouse"))?;
+        let lw = lake_write(&lake, &root, w.k, w.n, ff, tables).await?;
+        eprintln!("{section}: pyiceberg writes");
+        let pw = peers(
+            &python,
+            &[
+                "write".into(),
+                "--dir".into(),
+                root.join("pyiceberg").display().to_string(),
+                "--k".into(),
+                w.k.to_string(),
+                "--n".into(),
+                w.n.to_string(),
+                "--ff".into(),
+                ff.to_string(),
+                "--tables".into(),
+                tables.to_string(),
+            ],
+        )?;
+        // The issue's targets: a small commit at least 10x pyiceberg's, a bulk one 2x.
+        rows_out.push(
+            Row::new(
+                &section,
+                "append to audit (one commit)",
+                Unit::Ms,
+                &ms(&lw.append_s),
+            )
+            .peer("pyiceberg", &ms(&f64s(&pw, "append_s")?))
+            .target_ratio(if wi == 0 { 10.0 } else { 2.0 }),
+        );
+        let py_ff = ms(&f64s(&pw, "ff_s")?);
+        if wi == 0 {
+            py_ff_one = py_ff.clone();
+        }
+        rows_out.push(
+            Row::new(
+                &section,
+                "fast-forward main to audit",
+                Unit::Ms,
+                &ms(&lw.ff_s),
+            )
+            .peer("pyiceberg", &py_ff),
+        );
+        if tables > 0 {
+            rows_out.push(
+                Row::new(
+                    &section,
+                    "fast-forward 15 tables (lake: one commit)",
+                    Unit::Ms,
+                    &ms(&lw.ff_tables_s),
+                )
+                .peer("pyiceberg, 15 one by one", &ms(&f64s(&pw, "ff_tables_s")?)),
+            );
+            rows_out.push(
+                Row::new(
+                    &section,
+                    "  the same, against pyiceberg moving ONE table",
+                    Unit::Ms,
+                    &ms(&lw.ff_tables_s),
+                )
+                .peer("pyiceberg, 1 table", &py_ff_one)
+                .target_ratio(1.0),
+            );
+        }
+        let md_per = |bytes: u64| bytes as f64 / (w.k as f64 + 3.0);
+        rows_out.push(
+            Row::new(
+                &section,
+                "metadata bytes per commit",
+                Unit::Bytes,
+                &[md_per(lw.metadata_bytes)],
+            )
+            .peer(
+                "pyiceberg",
+                &[md_per(pw["metadata_bytes"].as_u64().unwrap_or(0))],
+            )
+            .note(format!(
+                "every metadata file after {} commits (+3 set-up commits) / commits: table metadata/ folder + catalog versions (lake) or the SQLite catalog (pyiceberg)",
+                w.k
+            )),
+        );
+        rows_out.push(
+            Row::new(
+                &section,
+                "metadata JSON after K commits",
+                Unit::Bytes,
+                &[lw.metadata_json_bytes as f64],
+            )
+            .peer(
+                "pyiceberg",
+                &[pw["metadata_json_bytes"].as_u64().unwrap_or(0) as f64],
+            ),
+        );
+        checks.same(
+            &format!("{section}: main after the writes, lake's table vs pyiceberg's"),
+            (lw.main_count, lw.main_sum),
+            (
+                pw["main_count"].as_i64().unwrap_or(-1),
+                pw["main_sum"].as_i64().unwrap_or(-1),
+            ),
+        );
+
+        // Reads of lake's table at 20 earlier snapshots of `audit`, and at main.
+        eprintln!("{section}: reads");
+        let t = lake.table(TABLE).await?;
+        let head = t
+            .head("audit")
+            .ok_or_else(|| anyhow!("{TABLE} has no audit branch"))?;
+        let mut chain: Vec<i64> = t.ancestry(head)?.iter().map(|s| s.snapshot_id).collect();
+        chain.reverse();
+        let picks = 20.min(chain.len());
+        let snapshots: Vec<i64> = (0..picks)
+            .map(|i| chain[1 + i * (chain.len() - 2) / (picks - 1).max(1)])
+            .collect();
+        let total_rows = ((w.k + ff) * w.n) as i64;
+        let filter_min = total_rows - total_rows / 10;
+        let lr = lake_reads(&lake, &snapshots, filter_min, repeats).await?;
+        let pr = peers(
+            &python,
+            &[
+                "read".into(),
+                "--metadata".into(),
+                t.metadata_location().to_string(),
+                "--snapshots".into(),
+                snapshots
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                "--filter-min".into(),
+                filter_min.to_string(),
+                "--repeats".into(),
+                repeats.to_string(),
+            ],
+        )?;
+        let (py, duck) = (&pr["pyiceberg"], &pr["duckdb"]);
+        rows_out.push(
+            Row::new(
+                &section,
+                "time-travel read (scan, count + sum)",
+                Unit::Ms,
+                &ms(&lr.scan_s),
+            )
+            .peer("pyiceberg", &ms(&f64s(py, "time_travel_s")?))
+            .target_ratio(5.0)
+            .note(format!(
+                "{picks} snapshots of audit, all columns read: lake Table::scan, pyiceberg scan().to_arrow()"
+            )),
+        );
+        rows_out.push(
+            Row::new(
+                &section,
+                "time-travel read (SQL count, sum)",
+                Unit::Ms,
+                &ms(&lr.sql_s),
+            )
+            .peer("DuckDB iceberg_scan", &ms(&f64s(duck, "time_travel_s")?))
+            .note("lake: register_table at the snapshot + DataFusion; DuckDB: iceberg_scan(metadata, snapshot_from_id)"),
+        );
+        rows_out.push(
+            Row::new(
+                &section,
+                "filtered aggregate at main (SQL)",
+                Unit::Ms,
+                &ms(&lr.filtered_s),
+            )
+            .peer("DuckDB iceberg_scan", &ms(&f64s(duck, "filtered_s")?))
+            .note(format!("count, sum(amount) where id >= {filter_min}")),
+        );
+        rows_out.push(
+            Row::new(
+                &section,
+                "filtered aggregate at main (vs pyiceberg)",
+                Unit::Ms,
+                &ms(&lr.filtered_s),
+            )
+            .peer("pyiceberg row_filter", &ms(&f64s(py, "filtered_s")?)),
+        );
+        for (who, v) in [("pyiceberg", py), ("DuckDB", duck)] {
+            let theirs = pairs(&v["checks"])?;
+            if theirs.len() != lr.checks.len() {
+                checks.failed.push(format!(
+                    "{section}: {who} read {} snapshots, lake {}",
+                    theirs.len(),
+                    lr.checks.len()
+                ));
+            }
+            for ((s, ours), theirs) in snapshots.iter().zip(&lr.checks).zip(&theirs) {
+                checks.same(
+                    &format!("{section}: snapshot {s} read by {who}"),
+                    *ours,
+                    *theirs,
+                );
+            }
+            checks.same(
+                &format!("{section}: filtered aggregate by {who}"),
+                lr.filtered,
+                pair(&v["filtered"])?,
+            );
+        }
+        // The last snapshot read is audit's head, which main was fast-forwarded to.
+        if let Some(last) = lr.checks.last() {
+            checks.same(
+                &format!("{section}: lake's newest snapshot read vs main"),
+                *last,
+                (lw.main_count, lw.main_sum),
+            );
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Part 2: the season, each piece in a child process
+
+/// VmHWM of this process, in KiB.
+fn peak_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn noon(i: usize) -> Result<chrono::DateTime<chrono::Utc>> {
+    let noons = sugarbush::season_noons_ms();
+    let ms = *noons
+        .get(i)
+        .ok_or_else(|| anyhow!("the season has no morning {i}"))?;
+    chrono::DateTime::from_timestamp_millis(ms).ok_or_else(|| anyhow!("{ms} is not an instant"))
+}
+
+/// What a child does (the hidden `__child` sub-command takes it as JSON).
+async fn child(spec: &Value) -> Result<Value> {
+    let path = |k: &str| -> Result<PathBuf> {
+        spec[k]
+            .as_str()
+            .map(PathBuf::from)
+            .ok_or_else(|| anyhow!("child spec lacks {k}"))
+    };
+    let task = spec["task"].as_str().unwrap_or_default();
+    let t0 = Instant::now();
+    let mut out = match task {
+        "generate" => {
+            let scale = spec["scale"].as_u64().unwrap_or(1) as u32;
+            let r = sugarbush::generate(
+                &path("root")?,
+                &sugarbush::SeasonConfig {
+                    seed: sugarbush::DEFAULT_SEED,
+                    scale,
+                },
+                &sugarbush::GenerateOptions { force: true },
+                &sugarbush::NoProgress,
+            )?;
+            json!({"lines": r.lines, "bytes": r.bytes, "files": r.files})
+        }
+        "run" => {
+            let lake = Catalog::open_local(path("catalog")?, path("tables")?)?;
+            let through = noon(spec["morning"].as_u64().unwrap_or(0) as usize)?;
+            let options = shack::RunOptions {
+                replay: spec["replay"].as_bool().unwrap_or(false),
+                ..shack::RunOptions::new(through)
+            };
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            let r = shack::run(&lake, &path("root")?, &options, now_ms, &shack::NoProgress).await?;
+            let step = |name: &str| {
+                r.timings
+                    .iter()
+                    .find(|(s, _)| *s == name)
+                    .map(|(_, d)| d.as_secs_f64())
+                    .unwrap_or(0.0)
+            };
+            json!({
+                "published": r.published(),
+                "through": through.to_rfc3339(),
+                "bronze_rows": r.tap.rows(),
+                "silver_rows": r.boil.tables.iter().map(|t| t.rows).sum::<u64>(),
+                "gold_rows": r.finish.tables.iter().map(|t| t.rows).sum::<u64>(),
+                "tap_s": step("tap"),
+                "boil_s": step("boil"),
+                "finish_s": step("finish"),
+                "grade_s": step("grade"),
+                "publish_s": step("publish"),
+            })
+        }
+        "season" => {
+            let lake = Catalog::open_local(path("catalog")?, path("tables")?)?;
+            let through = match spec["through_morning"].as_u64() {
+                Some(i) => Some(noon(i as usize)?),
+                None => None,
+            };
+            let options = shack::SeasonOptions {
+                through,
+                ..Default::default()
+            };
+            let mut runs = Vec::new();
+            let report = shack::play_season(
+                &lake,
+                &path("root")?,
+                &options,
+                &shack::NoProgress,
+                &mut |r| {
+                    runs.push(json!({
+                        "through": r.through.to_rfc3339(),
+                        "replay": r.replay,
+                        "published": r.published,
+                        "seconds": r.seconds,
+                    }))
+                },
+            )
+            .await?;
+            json!({"runs": runs, "rows": report.rows, "publishes": report.publishes(), "blocks": report.blocks()})
+        }
+        other => bail!("unknown child task {other:?}"),
+    };
+    out["seconds"] = json!(secs(t0));
+    out["peak_kib"] = json!(peak_kib());
+    Ok(out)
+}
+
+fn run_child(spec: Value) -> Result<Value> {
+    let exe = std::env::current_exe()?;
+    let out = Command::new(exe)
+        .arg("__child")
+        .arg(spec.to_string())
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    if !out.status.success() {
+        bail!("child {} failed ({})", spec["task"], out.status);
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .ok_or_else(|| anyhow!("child {} printed no JSON", spec["task"]))?;
+    Ok(serde_json::from_str(last)?)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    if to.exists() {
+        std::fs::remove_dir_all(to)?;
+    }
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let target = to.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            copy_dir(&e.path(), &target)?;
+        } else {
+            std::fs::copy(e.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+fn num(v: &Value, k: &str) -> f64 {
+    v[k].as_f64().unwrap_or(f64::NAN)
+}
+
+fn mib(v: &Value) -> f64 {
+    num(v, "peak_kib") / 1024.0
+}
+
+fn part2(args: &Args, work: &Path, rows_out: &mut Vec<Row>, extra: &mut Value) -> Result<()> {
+    let last_morning = sugarbush::season_noons_ms().len() - 1;
+    // --quick: the first ten mornings only (the dev profile is slow).
+    let end = if args.quick { 9 } else { last_morning };
+    let scales = if args.quick {
+        vec![1]
+    } else {
+        args.scales.clone()
+    };
+    let repeats = |scale: u32| {
+        args.repeats.unwrap_or(match scale {
+            1 => 3,
+            2..=10 => 2,
+            _ => 1,
+        })
+    };
+    for &scale in &scales {
+        let section = format!("part 2: scale {scale}");
+        let base = work.join(format!("scale-{scale}"));
+        let root = base.join("w");
+        let r = repeats(scale);
+        eprintln!("{section}: generate");
+        let mut gens = Vec::new();
+        for _ in 0..r {
+            gens.push(run_child(
+                json!({"task": "generate", "root": root, "scale": scale}),
+            )?);
+        }
+        let lines = gens[0]["lines"].as_u64().unwrap_or(0);
+        rows_out.push(
+            Row::new(
+                &section,
+                "generate the season",
+                Unit::S,
+                &gens.iter().map(|g| num(g, "seconds")).collect::<Vec<_>>(),
+            )
+            .note(format!(
+                "{} landing lines, {} MiB",
+                thousands(lines),
+                gens[0]["bytes"].as_u64().unwrap_or(0) / (1 << 20)
+            )),
+        );
+        rows_out.push(Row::new(
+            &section,
+            "generate: peak memory",
+            Unit::MiB,
+            &gens.iter().map(mib).collect::<Vec<_>>(),
+        ));
+
+        // The full build: a fresh lake, one run through the morning before the last; then the
+        // last morning's incremental run on it (restored from a copy for each repeat).
+        eprintln!("{section}: full build");
+        let lake_dir = base.join("lake");
+        let built = base.join("lake-built");
+        let run_spec = |morning: usize, replay: bool| {
+            json!({"task": "run", "root": root, "catalog": lake_dir.join("catalog"),
+                   "tables": lake_dir.join("tables"), "morning": morning, "replay": replay})
+        };
+        let mut builds = Vec::new();
+        for _ in 0..r {
+            if lake_dir.exists() {
+                std::fs::remove_dir_all(&lake_dir)?;
+            }
+            builds.push(run_child(run_spec(end - 1, false))?);
+        }
+        copy_dir(&lake_dir, &built)?;
+        let mut dailies = Vec::new();
+        for i in 0..r {
+            if i > 0 {
+                copy_dir(&built, &lake_dir)?;
+            }
+            dailies.push(run_child(run_spec(end, false))?);
+        }
+        let build_through = builds[0]["through"].as_str().unwrap_or("").to_string();
+        let col = |v: &[Value], f: &dyn Fn(&Value) -> f64| v.iter().map(f).collect::<Vec<_>>();
+        let mut build = Row::new(
+            &section,
+            "full build (fresh lake, one run)",
+            Unit::S,
+            &col(&builds, &|b| num(b, "seconds")),
+        )
+        .note(format!(
+            "tap, boil, finish, grade, publish through {build_through}; published: {}",
+            builds[0]["published"]
+        ));
+        if scale == 1 {
+            build = build.target_below(3.0);
+        }
+        rows_out.push(build);
+        rows_out.push(Row::new(
+            &section,
+            "full build: peak memory",
+            Unit::MiB,
+            &col(&builds, &mib),
+        ));
+        for (layer, rows_key, step) in [
+            ("bronze", "bronze_rows", "tap_s"),
+            ("silver", "silver_rows", "boil_s"),
+            ("gold", "gold_rows", "finish_s"),
+        ] {
+            rows_out.push(
+                Row::new(
+                    &section,
+                    &format!("full build: {layer} rows per second"),
+                    Unit::RowsPerS,
+                    &col(&builds, &|b| num(b, rows_key) / num(b, step)),
+                )
+                .note(format!(
+                    "{} rows in the {} step",
+                    thousands(builds[0][rows_key].as_u64().unwrap_or(0)),
+                    &step[..step.len() - 2]
+                )),
+            );
+        }
+        rows_out.push(
+            Row::new(
+                &section,
+                "daily run at the end of the season",
+                Unit::S,
+                &col(&dailies, &|b| num(b, "seconds")),
+            )
+            .note(format!(
+                "incremental, through {}, {} new bronze rows",
+                dailies[0]["through"].as_str().unwrap_or(""),
+                dailies[0]["bronze_rows"]
+            )),
+        );
+        rows_out.push(Row::new(
+            &section,
+            "daily run at the end: peak memory",
+            Unit::MiB,
+            &col(&dailies, &mib),
+        ));
+        extra[format!("scale_{scale}")] =
+            json!({"generate": gens, "build": builds, "daily": dailies});
+
+        // The season day by day, at the first scale only.
+        if scale != scales[0] {
+            continue;
+        }
+        eprintln!("{section}: the season day by day");
+        let season_runs = if args.quick { 1 } else { r.min(2) };
+        let mut seasons = Vec::new();
+        for _ in 0..season_runs {
+            if lake_dir.exists() {
+                std::fs::remove_dir_all(&lake_dir)?;
+            }
+            seasons.push(run_child(json!({"task": "season", "root": root,
+                "catalog": lake_dir.join("catalog"), "tables": lake_dir.join("tables"),
+                "through_morning": if args.quick { Some(end) } else { None }}))?);
+        }
+        rows_out.push(
+            Row::new(
+                &section,
+                "season day by day (play_season)",
+                Unit::S,
+                &col(&seasons, &|s| num(s, "seconds")),
+            )
+            .target_below(10.0)
+            .note(format!(
+                "{} runs, {} published; the story's Python/DuckDB/dbt build: about two minutes",
+                seasons[0]["runs"].as_array().map_or(0, Vec::len),
+                seasons[0]["publishes"]
+            )),
+        );
+        rows_out.push(Row::new(
+            &section,
+            "season day by day: peak memory",
+            Unit::MiB,
+            &col(&seasons, &mib),
+        ));
+        let all_runs: Vec<&Value> = seasons
+            .iter()
+            .flat_map(|s| s["runs"].as_array().into_iter().flatten())
+            .collect();
+        let daily: Vec<f64> = all_runs.iter().map(|r| num(r, "seconds")).collect();
+        rows_out.push(Row::new(
+            &section,
+            "  one daily run in the season",
+            Unit::S,
+            &daily,
+        ));
+        // Early: the first week of August (after the first morning, which starts the lake);
+        // late: the last week of September (orders still arrive every day).
+        let in_window = |r: &Value, from: &str, to: &str| {
+            let t = r["through"].as_str().unwrap_or("");
+            !r["replay"].as_bool().unwrap_or(false) && t >= from && t < to
+        };
+        let window = |from: &str, to: &str| -> Vec<f64> {
+            all_runs
+                .iter()
+                .filter(|r| in_window(r, from, to))
+                .map(|r| num(r, "seconds"))
+                .collect()
+        };
+        let (early, late) = if args.quick {
+            (
+                window("2026-08-02", "2026-08-05"),
+                window("2026-08-06", "2026-08-11"),
+            )
+        } else {
+            (
+                window("2026-08-02", "2026-08-09"),
+                window("2026-09-24", "2026-10-01"),
+            )
+        };
+        rows_out.push(
+            Row::new(&section, "  early-season daily run", Unit::S, &early).note(if args.quick {
+                "Aug 2-4"
+            } else {
+                "Aug 2-8"
+            }),
+        );
+        rows_out.push(
+            Row::new(&section, "  late-season daily run", Unit::S, &late).note(if args.quick {
+                "Aug 6-10"
+            } else {
+                "Sep 24-30"
+            }),
+        );
+        if let (Some(e), Some(l)) = (Stats::of(&early), Stats::of(&late)) {
+            let mut ratio = Row::new(
+                &section,
+                "  late / early daily run (medians)",
+                Unit::Ratio,
+                &[l.median / e.median],
+            );
+            ratio.target = Some(Target {
+                text: "<= 1.5x".into(),
+                met: l.median / e.median <= 1.5,
+            });
+            rows_out.push(ratio);
+        }
+        let season_s = Stats::of(&col(&seasons, &|s| num(s, "seconds")))
+            .map(|s| s.median)
+            .unwrap_or(f64::NAN);
+        if let Some(rows) = seasons[0]["rows"].as_object() {
+            for (layer, n) in rows {
+                let n = n.as_f64().unwrap_or(0.0);
+                rows_out.push(
+                    Row::new(
+                        &section,
+                        &format!("season: {layer} rows at main per second"),
+                        Unit::RowsPerS,
+                        &[n / season_s],
+                    )
+                    .note(format!("{} rows at main at the end", thousands(n as u64))),
+                );
+            }
+        }
+        // The story's "well under a minute" covers generating and building.
+        if let (Some(g), Some(b)) = (
+            Stats::of(&col(&gens, &|g| num(g, "seconds"))),
+            Stats::of(&col(&builds, &|b| num(b, "seconds"))),
+        ) {
+            rows_out.push(
+                Row::new(
+                    &section,
+                    "generate + full build (medians)",
+                    Unit::S,
+                    &[g.median + b.median],
+                )
+                .note("the story's Python/DuckDB/dbt build: well under a minute"),
+            );
+        }
+        extra["season"] = json!(seasons);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn target_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(d);
+    }
+    // <target>/<profile>/deps/lakehouse-<hash>
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| e.ancestors().nth(3).map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn main() -> std::process::ExitCode {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if raw.first().map(String::as_str) == Some("__child") {
+        let result = serde_json::from_str::<Value>(raw.get(1).map(String::as_str).unwrap_or(""))
+            .map_err(anyhow::Error::from)
+            .and_then(|spec| runtime()?.block_on(child(&spec)));
+        return match result {
+            Ok(v) => {
+                println!("{v}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("child failed: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
+    match bench(&raw) {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("lakehouse bench: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn bench(raw: &[String]) -> Result<bool> {
+    let args = parse_args(raw)?;
+    let (machine_text, machine_json) = machine();
+    let tmp;
+    let work = match &args.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)?;
+            d.clone()
+        }
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("lakehouse-bench")
+                .tempdir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    eprintln!("machine: {machine_text}");
+    eprintln!("working in {}", work.display());
+    let mut rows = Vec::new();
+    let mut checks = Checks {
+        failed: Vec::new(),
+        passed: 0,
+    };
+    let mut extra = json!({});
+    let started = Instant::now();
+    if matches!(args.part, Part::One | Part::All) {
+        runtime()?.block_on(part1(&args, &work, &mut rows, &mut checks))?;
+    }
+    if matches!(args.part, Part::Two | Part::All) {
+        part2(&args, &work, &mut rows, &mut extra)?;
+    }
+    print_table(&machine_text, &rows);
+    if checks.failed.is_empty() {
+        if checks.passed > 0 {
+            println!(
+                "checks: {} counts and sums compared, all the same on both sides",
+                checks.passed
+            );
+        }
+    } else {
+        println!("checks: {} DIFFER:", checks.failed.len());
+        for f in &checks.failed {
+            println!("  {f}");
+        }
+    }
+    let json_path = args
+        .json
+        .clone()
+        .unwrap_or_else(|| target_dir().join("bench/lakehouse.json"));
+    if let Some(parent) = json_path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let doc = json!({
+        "machine": machine_json,
+        "quick": args.quick,
+        "part": format!("{:?}", args.part),
+        "scales": args.scales,
+        "seconds": secs(started),
+        "rows": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
+        "checks": {"passed": checks.passed, "failed": checks.failed},
+        "raw": extra,
+    });
+    std::fs::write(&json_path, serde_json::to_vec_pretty(&doc)?)?;
+    println!("figures as JSON: {}", json_path.display());
+    Ok(checks.failed.is_empty())
+}
