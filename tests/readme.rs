@@ -3,7 +3,8 @@
 //! program in an empty folder, with the exit status the README shows, and every output line the
 //! README shows appears in what the program printed (`...` stands for lines left out, `…` for
 //! the rest of a line that differs from run to run). The season-long commands (`season`,
-//! `compare`, `two-answers`) are left to the tests that run them on shorter stretches.
+//! `compare`, `two-answers`) are run by tests/run.rs; here the figures the README shows for
+//! them are weighed against the season's truth.
 
 mod support;
 
@@ -157,4 +158,84 @@ fn the_readme_story_runs_as_shown() {
             );
         }
     }
+    the_barrels_weigh_what_the_truth_says(&readme, &dir.join("story/warehouse"));
+}
+
+/// `C$2,621,092.29` or `7,919.76` → cents.
+fn cents(s: &str) -> Option<i64> {
+    let digits: String = s
+        .trim_start_matches("C$")
+        .chars()
+        .filter(|c| *c != ',')
+        .collect();
+    let (whole, frac) = digits.split_once('.')?;
+    if frac.len() != 2 {
+        return None;
+    }
+    Some(whole.parse::<i64>().ok()? * 100 + frac.parse::<i64>().ok()?)
+}
+
+/// The code block under the `$ cargo run -- <command>` line.
+fn block_after<'a>(readme: &'a str, command: &str) -> Vec<&'a str> {
+    let start = readme
+        .find(&format!("$ cargo run -- {command}"))
+        .unwrap_or_else(|| panic!("the README shows `{command}`"));
+    readme[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("```"))
+        .collect()
+}
+
+/// The season-long commands are run by tests/run.rs on the same season; here the figures the
+/// README shows for them are weighed against the generator's own account of the season
+/// (`truth/bridge.csv`, `truth/two_answers.csv`), so the README cannot drift from the data.
+fn the_barrels_weigh_what_the_truth_says(readme: &str, warehouse: &Path) {
+    let truth = sugarbush::load_truth(warehouse).expect("truth/");
+    let tuesday = chrono::DateTime::parse_from_rfc3339("2026-09-08T12:00:00Z")
+        .expect("instant")
+        .with_timezone(&chrono::Utc);
+    let b = truth.bridge_at("2026-08", tuesday).expect("truth's bridge");
+
+    let compare = block_after(readme, "compare --through 2026-09-08T12:00");
+    let figure = |label: &str| -> i64 {
+        let line = compare
+            .iter()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("the README's bridge has a line {label:?}"));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // `label  -  7,919.76  C$…` or `label  C$…`.
+        match words.iter().position(|w| *w == "-" || *w == "+") {
+            Some(i) => {
+                let v = cents(words[i + 1]).expect("an amount");
+                if words[i] == "-" { -v } else { v }
+            }
+            None => words
+                .iter()
+                .find_map(|w| w.starts_with("C$").then(|| cents(w)).flatten())
+                .expect("an amount"),
+        }
+    };
+    assert_eq!(figure("bucket brigade dashboard"), b.naive_minor);
+    assert_eq!(figure("re-sent files counted twice"), -b.resent_minor);
+    assert_eq!(figure("webhook retries counted twice"), -b.retries_minor);
+    assert_eq!(figure("v2 amounts read as null"), b.v2_null_minor);
+    assert_eq!(figure("refunds never subtracted"), -b.refunds_minor);
+    assert_eq!(figure("USD added as if it were CAD"), b.usd_minor);
+    assert_eq!(figure("gold.mart_daily_cash"), b.end_minor);
+
+    let shown: Vec<(i64, i64)> = block_after(readme, "two-answers --month 2026-08")
+        .iter()
+        .filter(|l| l.starts_with("2026-"))
+        .map(|l| {
+            let money: Vec<i64> = l.split_whitespace().filter_map(cents).collect();
+            (money[0], money[1])
+        })
+        .collect();
+    let want: Vec<(i64, i64)> = truth
+        .answers_for("2026-08")
+        .iter()
+        .map(|a| (a.cash_minor, a.orders_minor))
+        .collect();
+    assert_eq!(shown, want, "the README's two answers are truth's");
 }
