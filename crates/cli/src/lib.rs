@@ -9,6 +9,7 @@
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
+        crate::progress::quiet();
         writeln!(std::io::stdout(), $($arg)*)?
     }};
 }
@@ -17,6 +18,7 @@ macro_rules! say {
 macro_rules! say_raw {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
+        crate::progress::quiet();
         write!(std::io::stdout(), $($arg)*)?
     }};
 }
@@ -582,6 +584,19 @@ fn settings(cli: &Cli) -> anyhow::Result<shack::Settings> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    // Commands with a bar of their own (or a server's first line) show no spinner.
+    if !matches!(
+        cli.command,
+        Command::Tide(_)
+            | Command::Tap { .. }
+            | Command::Boil { .. }
+            | Command::Run { .. }
+            | Command::Season { .. }
+            | Command::Sugarbush { .. }
+            | Command::Serve { .. }
+    ) {
+        progress::working();
+    }
     match &cli.command {
         Command::Tide(args) => {
             let report = tide::run(args, true).await?;
@@ -796,11 +811,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 (None, None, None) => At::Main,
             };
             if let Some(p) = &published {
-                eprintln!(
+                progress::note(&format!(
                     "reading publish {} (as of {})",
                     p.publish_number.unwrap_or_default(),
                     p.as_of.format("%Y-%m-%d %H:%M UTC")
-                );
+                ));
             }
             let ctx = lake.sql(*version, &at).await?;
             if let (At::Snapshot(s), true) = (&at, ctx.registered.is_empty()) {
@@ -1549,7 +1564,9 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(run(cli)) {
+    let outcome = rt.block_on(run(cli));
+    progress::quiet();
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<Blocked>().is_some() => ExitCode::from(EXIT_BLOCKED),
         Err(e) if is_broken_pipe(&e) => {

@@ -18,6 +18,7 @@ pub fn ms_to_utc(ms: i64) -> String {
 }
 
 pub fn print_batches(batches: &[RecordBatch], format: Format) -> anyhow::Result<()> {
+    crate::progress::quiet();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match format {
@@ -56,6 +57,7 @@ pub fn print_json_rows(
     format: Format,
     columns: &[&str],
 ) -> anyhow::Result<()> {
+    crate::progress::quiet();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match format {
