@@ -601,6 +601,15 @@ fn season_plays_the_mornings_and_a_second_play_changes_nothing() {
     );
     assert_eq!(log(dir), before, "a second play commits nothing");
 
+    // A run at the last publish's as-of with nothing new commits nothing.
+    let same = sugarshack(dir, &["run", "--through", "2026-08-18T12:00"], &[]);
+    assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
+    assert_eq!(
+        stdout(&same),
+        "nothing new has landed since publish 18 (as of 2026-08-18 12:00:00 UTC) and nothing waits on `audit`: nothing to do\n"
+    );
+    assert_eq!(log(dir), before, "a run with nothing to do commits nothing");
+
     let back = sugarshack(dir, &["run", "--through", "2026-08-10"], &[]);
     assert_eq!(back.status.code(), Some(1));
     assert!(

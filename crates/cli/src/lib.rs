@@ -687,7 +687,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let now_ms = chrono::Utc::now().timestamp_millis();
             let report = shack::run(&lake, &landing, &options, now_ms, &bar).await;
             bar.finish();
-            let report = report?;
+            let report = match report {
+                Err(e @ shack::ShackError::NothingNew { .. }) => {
+                    say!("{e}");
+                    return Ok(());
+                }
+                r => r?,
+            };
             // Wall clock goes to stderr: stdout is the same on every run.
             eprintln!("run: {}", report.render_timings());
             if *format == Format::Json {

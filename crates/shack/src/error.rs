@@ -117,6 +117,17 @@ pub enum ShackError {
         number: u64,
     },
 
+    /// A run at the as-of of the last publish found nothing new: nothing was committed.
+    /// Not a failure (the CLI says so and exits 0); a run that finds nothing to do commits
+    /// nothing rather than publishing the same rows again.
+    #[error(
+        "nothing new has landed since publish {number} (as of {as_of}) and nothing waits on `audit`: nothing to do"
+    )]
+    NothingNew {
+        number: u64,
+        as_of: chrono::DateTime<chrono::Utc>,
+    },
+
     /// A rollback or a time travel named a publish that cannot be used.
     #[error("cannot roll back to publish {number}: {detail} (`sugarshack history` lists them)")]
     NoSuchPublish { number: u64, detail: String },

@@ -170,7 +170,8 @@ pub async fn run(
 ) -> Result<RunReport> {
     let lake_err = |e| ShackError::lake("the catalog", e);
     // A publish says "gold as of T": the as-of of the lake's publishes never goes back.
-    if let Some(last) = publish::last_published(catalog).await?
+    let last = publish::last_published(catalog).await?;
+    if let Some(last) = &last
         && last.as_of > options.through
     {
         return Err(ShackError::AsOfGoesBack {
@@ -209,6 +210,25 @@ pub async fn run(
     )
     .await?;
     lap("tap");
+    // Nothing landed since the last publish, at its very as-of, and nothing waits on `audit`:
+    // publishing again would only repeat the same rows under a new number.
+    if !options.replay
+        && tap.nothing_new()
+        && let Some(last) = &last
+        && last.as_of == options.through
+        && nothing_pending(catalog).await?
+    {
+        catalog.end_work(&mark).await.map_err(lake_err)?;
+        if tap.orphans_kept == 0 {
+            for m in &interrupted {
+                catalog.end_work(m).await.map_err(lake_err)?;
+            }
+        }
+        return Err(ShackError::NothingNew {
+            number: last.publish_number.unwrap_or_default(),
+            as_of: last.as_of,
+        });
+    }
     // Silver and gold are staged, then committed together: no catalog version ever shows
     // silver moved on `audit` and gold not.
     let staged_boil = stage_boil(
@@ -290,4 +310,14 @@ pub async fn run(
         publish,
         timings,
     })
+}
+
+/// True when every layer table's `audit` head is its `main` head: nothing built and unpublished.
+async fn nothing_pending(catalog: &Catalog) -> Result<bool> {
+    for (_, _, table) in grade::layer_tables(catalog).await? {
+        if table.head(AUDIT_BRANCH) != table.head("main") {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
