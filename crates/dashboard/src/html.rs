@@ -34,23 +34,37 @@ pub fn cad(minor: i64) -> String {
     format!("{sign}C${}.{:02}", thousands(abs / 100), abs % 100)
 }
 
-/// A short axis label: `C$1.5M`, `C$250k`, `C$40`, `-C$2k` (whole units, integer arithmetic).
-pub fn compact_cad(minor: i64) -> String {
+/// A short axis label: `C$1.5M`, `C$250k`, `C$40`, `-C$2k` (integer arithmetic), with as many
+/// decimals as ticks `step` minor units apart need to differ (`C$1.62M`, `C$1.64M`).
+pub fn compact_cad(minor: i64, step: i64) -> String {
     let sign = if minor < 0 { "-" } else { "" };
-    let units = minor.unsigned_abs() / 100;
-    let body = if units >= 1_000_000 {
-        let tenths = (units + 50_000) / 100_000;
-        if tenths.is_multiple_of(10) {
-            format!("{}M", tenths / 10)
-        } else {
-            format!("{}.{}M", tenths / 10, tenths % 10)
-        }
-    } else if units >= 1_000 {
-        format!("{}k", (units + 500) / 1_000)
+    let cents = minor.unsigned_abs();
+    let step = step.unsigned_abs().max(1);
+    let (unit, suffix) = if cents >= 100_000_000 {
+        (100_000_000u64, "M")
+    } else if cents >= 100_000 {
+        (100_000, "k")
     } else {
-        units.to_string()
+        (100, "")
     };
-    format!("{sign}C${body}")
+    // Decimals so that one step shows: 0 when a step is at least a unit, up to 3.
+    let mut decimals = 0u32;
+    while decimals < 3 && step * 10u64.pow(decimals) < unit {
+        decimals += 1;
+    }
+    let scale = 10u64.pow(decimals);
+    let scaled = (cents * scale + unit / 2) / unit;
+    let body = if decimals == 0 {
+        scaled.to_string()
+    } else {
+        format!(
+            "{}.{:0width$}",
+            scaled / scale,
+            scaled % scale,
+            width = decimals as usize
+        )
+    };
+    format!("{sign}C${body}{suffix}")
 }
 
 /// A word for a shell: as is when it is plain, else single-quoted.
@@ -222,7 +236,13 @@ pub fn page(frame: &Frame<'_>, body: &str) -> String {
         out,
         r#"</select>{hidden}<button type="submit">Show</button></form><form method="get" action="{0}"><label for="pick-as-of">As of</label><input id="pick-as-of" type="date" name="as_of" value="{1}">{hidden}<button type="submit">Show</button></form></div></header><main>{body}</main><footer>These pages read only what was published: <code>main</code> and the <code>publish-N</code> tags, never the <code>audit</code> branch. Each number's SQL runs as shown in a shell where <code>sugarshack</code> opens this lake.</footer></body></html>"#,
         escape(frame.path),
-        escape(frame.picked_as_of.unwrap_or(""))
+        // A date input holds a day only (an instant typed in the URL is not shown in it).
+        escape(
+            frame
+                .picked_as_of
+                .filter(|t| chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d").is_ok())
+                .unwrap_or("")
+        )
     );
     out
 }
@@ -255,11 +275,14 @@ mod tests {
         assert_eq!(cad(147_950_222), "C$1,479,502.22");
         assert_eq!(cad(-1_234), "-C$12.34");
         assert_eq!(cad(5), "C$0.05");
-        assert_eq!(compact_cad(150_000_000), "C$1.5M");
-        assert_eq!(compact_cad(300_000_000), "C$3M");
-        assert_eq!(compact_cad(25_000_000), "C$250k");
-        assert_eq!(compact_cad(-200_000), "-C$2k");
-        assert_eq!(compact_cad(4_000), "C$40");
+        assert_eq!(compact_cad(150_000_000, 50_000_000), "C$1.5M");
+        assert_eq!(compact_cad(300_000_000, 100_000_000), "C$3M");
+        assert_eq!(compact_cad(25_000_000, 5_000_000), "C$250k");
+        assert_eq!(compact_cad(-200_000, 100_000), "-C$2k");
+        assert_eq!(compact_cad(4_000, 1_000), "C$40");
+        assert_eq!(compact_cad(162_000_000, 2_000_000), "C$1.62M");
+        assert_eq!(compact_cad(164_000_000, 2_000_000), "C$1.64M");
+        assert_eq!(compact_cad(0, 5_000_000), "C$0");
     }
 
     #[test]
@@ -300,7 +323,7 @@ mod tests {
                 keep: "?publish=1",
                 publishes: &publishes,
                 picked: Some(1),
-                picked_as_of: Some("\"><script>"),
+                picked_as_of: Some("2026-08-17"),
                 month: Some("2026-08"),
             },
             "<p>body</p>",
@@ -310,8 +333,23 @@ mod tests {
         assert!(html.contains(r#"<a class="here" href="/audits?publish=1">Audits</a>"#));
         assert!(html.contains(r#"<a href="/bridge?publish=1">"#));
         assert!(html.contains(r#"<option value="1" selected>"#));
-        assert!(html.contains(r#"value="&quot;&gt;&lt;script&gt;""#));
-        assert!(!html.contains("<script>"));
+        assert!(html.contains(r#"name="as_of" value="2026-08-17""#));
+        let odd = page(
+            &Frame {
+                picked_as_of: Some("\"><script>"),
+                ..Frame {
+                    path: "/",
+                    title: "t",
+                    keep: "",
+                    publishes: &publishes,
+                    picked: None,
+                    picked_as_of: None,
+                    month: None,
+                }
+            },
+            "",
+        );
+        assert!(odd.contains(r#"name="as_of" value="""#) && !odd.contains("<script>"));
         assert!(html.contains(r#"name="month" value="2026-08""#));
     }
 }

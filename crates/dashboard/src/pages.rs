@@ -388,7 +388,7 @@ pub fn render_revenue(view: &View, data: &Revenue) -> String {
     let m = data.month;
     let _ = write!(
         out,
-        r#"<div class="cards"><div class="card" id="month-cash"><div class="what">{m} cash, by processor date</div>{}</div><div class="card" id="month-orders"><div class="what">{m} orders, by order date</div>{}</div><div class="card" id="queue"><div class="what">awaiting shipment (over 72 hours)</div>{} <span class="muted">(</span>{}<span class="muted">)</span></div></div>"#,
+        r#"<div class="cards"><div class="card" id="month-cash"><div class="what">{m} cash, by processor date</div>{}</div><div class="card" id="month-orders"><div class="what">{m} orders, by order date</div>{}</div><div class="card" id="queue"><div class="what">orders paid, awaiting shipment</div>{}</div><div class="card" id="queue-over"><div class="what">of which paid over 72 hours ago</div>{}</div></div>"#,
         data.month_cash.money(),
         data.month_orders.money(),
         data.waiting.count(),
@@ -396,7 +396,7 @@ pub fn render_revenue(view: &View, data: &Revenue) -> String {
     );
     let _ = write!(
         out,
-        r#"<h2>Daily cash, by processor date</h2><p class="muted">What the processor booked each UTC day, net of refunds, in CAD: what finance reconciles with the settlements.</p>{}{}"#,
+        r#"<h2>Daily cash, by processor date</h2><p class="muted">What the processor booked each UTC day, net of refunds, in CAD: what finance reconciles with the settlements. The as-of's own day is only partly in.</p>{}{}"#,
         data.daily_cash.chart("Daily cash by processor date"),
         sql_details(&data.daily_cash.command)
     );

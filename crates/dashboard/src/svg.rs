@@ -70,7 +70,7 @@ fn grid(out: &mut String, from: i64, to: i64, step: i64, y: &dyn Fn(i64) -> f64)
             WIDTH - RIGHT,
             LEFT - 6.0,
             py + 4.0,
-            escape(&compact_cad(v))
+            escape(&compact_cad(v, step))
         );
         v += step;
     }
@@ -258,9 +258,17 @@ pub fn waterfall(title: &str, steps: &[Step]) -> String {
             r#"<line class="grid" x1="{px:.1}" x2="{px:.1}" y1="{TOP}" y2="{:.1}"/><text class="axis" x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
             height - BOTTOM,
             height - BOTTOM + 16.0,
-            escape(&compact_cad(v))
+            escape(&compact_cad(v, step))
         );
         v += step;
+    }
+    if from != 0 {
+        let _ = write!(
+            out,
+            r#"<text class="axis" x="8" y="{:.1}">axis from {}</text>"#,
+            height - BOTTOM + 16.0,
+            escape(&cad(from))
+        );
     }
     let mut before = from;
     for (i, s) in steps.iter().enumerate() {
@@ -393,5 +401,6 @@ mod tests {
         assert!(svg.contains("<title>refunds: −C$100.00</title>"));
         assert!(svg.contains("<title>usd: +C$300.00</title>"));
         assert!(svg.contains("class=\"bar total\""));
+        assert!(svg.contains(">axis from C$"), "a zoomed axis says so");
     }
 }

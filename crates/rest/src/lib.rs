@@ -112,6 +112,19 @@ pub async fn serve_on(
         .map_err(ServeError::Serve)
 }
 
+/// Serve `app` — [`router`] merged with other routes (`sugarshack serve` adds the dashboard's
+/// pages next to the REST routes, which all live under `/v1/`) — on a listener already bound.
+/// The listener's address is checked as [`serve`] checks `opts.addr`.
+pub async fn serve_router_on(
+    listener: TcpListener,
+    app: Router,
+    opts: &ServeOptions,
+) -> Result<()> {
+    let addr = listener.local_addr().map_err(ServeError::Serve)?;
+    check_options(addr, opts)?;
+    axum::serve(listener, app).await.map_err(ServeError::Serve)
+}
+
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct AppState {
