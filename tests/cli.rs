@@ -110,12 +110,29 @@ fn season_tap_query_and_a_crash_drill() {
         "no catalog version was written"
     );
 
+    // The failed tap left its work mark: the next tap knows to sweep.
+    let marks = |d: &Path| -> Vec<String> {
+        std::fs::read_dir(d.join("catalog/work"))
+            .map(|r| {
+                r.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        marks(d).iter().any(|m| m.starts_with("tap-")),
+        "{:?}",
+        marks(d)
+    );
+
     // The next tap removes the debris first, then taps the batch exactly once.
     let next = ok(d, &["tap", "--through", "2026-08-17T12:00"]);
     assert!(
         next.contains("removed") && next.contains("orphan"),
         "{next}"
     );
+    assert_eq!(marks(d), Vec::<String>::new(), "every mark is taken back");
     assert_eq!(
         count(d, lines, "audit"),
         landed_lines(d, "2026-08-17T12:00:00Z")

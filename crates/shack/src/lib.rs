@@ -62,7 +62,7 @@ pub use publish::{
     PublishOutcome, PublishRecord, RollbackOutcome, last_published, publish, publish_at_or_before,
     publishes, rollback,
 };
-pub use run::{RunOptions, RunReport, run};
+pub use run::{RunOptions, RunReport, run, tap_alone};
 pub use season::{SeasonOptions, SeasonReport, SeasonRun, play_season};
 pub use silver::{BoilOptions, BoilReport, boil};
 pub use sugarbush::{NoProgress, Progress, Source};

@@ -13,7 +13,8 @@
 //! catalog version names are left behind — and has the tap sweep orphans first; otherwise it
 //! skips the sweep, whose cost grows with the lake's history (every kept version's metadata and
 //! manifests are read). The marks found are taken back once a sweep left nothing waiting out
-//! its grace period. `sugarshack tap` alone always sweeps; `maintain` sweeps whatever is left.
+//! its grace period. `sugarshack tap` alone ([`tap_alone`]) marks itself the same way
+//! (`tap-<uuid>`) and sweeps on the same condition; `maintain` sweeps whatever is left.
 //!
 //! The boil and the finish are staged, then committed in ONE catalog version: silver and the
 //! gold built from it land together, gold's watermarks naming the silver snapshots of the same
@@ -42,6 +43,8 @@ use crate::{Progress, Result, ShackError};
 
 /// The prefix of a run's work mark in the catalog.
 const RUN_MARK: &str = "run-";
+/// The work mark of a tap on its own.
+const TAP_MARK: &str = "tap-";
 use lake::Catalog;
 
 /// How a run runs.
@@ -180,13 +183,7 @@ pub async fn run(
             number: last.publish_number.unwrap_or_default(),
         });
     }
-    let interrupted: Vec<String> = catalog
-        .unfinished_work()
-        .await
-        .map_err(lake_err)?
-        .into_iter()
-        .filter(|m| m.starts_with(RUN_MARK))
-        .collect();
+    let interrupted = interrupted_work(catalog).await?;
     let mark = format!("{RUN_MARK}{}", uuid::Uuid::now_v7());
     catalog.begin_work(&mark).await.map_err(lake_err)?;
     let tap_options = TapOptions {
@@ -320,4 +317,44 @@ async fn nothing_pending(catalog: &Catalog) -> Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// The marks of runs and taps that began and never finished.
+async fn interrupted_work(catalog: &Catalog) -> Result<Vec<String>> {
+    Ok(catalog
+        .unfinished_work()
+        .await
+        .map_err(|e| ShackError::lake("the catalog", e))?
+        .into_iter()
+        .filter(|m| m.starts_with(RUN_MARK) || m.starts_with(TAP_MARK))
+        .collect())
+}
+
+/// `sugarshack tap` on its own: the tap, marked begun and finished in the catalog like a run,
+/// sweeping orphans first only when an earlier run or tap never finished (and
+/// `options.sweep_orphans` allows it). A tap that fails leaves its mark, so the next run or tap
+/// sweeps what it left behind.
+pub async fn tap_alone(
+    catalog: &Catalog,
+    warehouse_root: &Path,
+    through: DateTime<Utc>,
+    options: &TapOptions,
+    progress: &(dyn Progress + Sync),
+) -> Result<TapReport> {
+    let lake_err = |e| ShackError::lake("the catalog", e);
+    let interrupted = interrupted_work(catalog).await?;
+    let mark = format!("{TAP_MARK}{}", uuid::Uuid::now_v7());
+    catalog.begin_work(&mark).await.map_err(lake_err)?;
+    let options = TapOptions {
+        sweep_orphans: options.sweep_orphans && !interrupted.is_empty(),
+        ..options.clone()
+    };
+    let report = tap(catalog, warehouse_root, through, &options, progress).await?;
+    catalog.end_work(&mark).await.map_err(lake_err)?;
+    if report.orphans_kept == 0 {
+        for m in &interrupted {
+            catalog.end_work(m).await.map_err(lake_err)?;
+        }
+    }
+    Ok(report)
 }
