@@ -210,9 +210,13 @@ enum Command {
     },
     /// Serve the lake over the Iceberg REST catalog protocol (v1), so pyiceberg, DuckDB, Spark
     /// or iceberg-rust attach to the same tables: `sugarshack serve`, then point a client at
-    /// `http://127.0.0.1:8181`. Loopback only unless a token is set; stops on Ctrl-C.
+    /// `http://127.0.0.1:8181`. The same server shows the dashboard at `/` (Revenue, Audits, the
+    /// bridge, Time travel): only published numbers, read at `main` and the publish tags, never
+    /// `audit`; the bridge reads the landing files (the warehouse folder, or --landing). With a
+    /// token, the dashboard asks for it as the password (any user name). Loopback only unless a
+    /// token is set; stops on Ctrl-C.
     ///
-    /// Example: `sugarshack serve --read-only`.
+    /// Example: `sugarshack serve --read-only`, then open http://127.0.0.1:8181/ in a browser.
     Serve {
         /// Where to listen (port 0: any free port; the address is printed).
         #[arg(long, default_value = "127.0.0.1:8181")]
@@ -916,13 +920,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
             let bound = listener.local_addr()?;
+            // The first line names the REST address first: clients and tests read it from there.
             say!(
                 "serving the Iceberg REST catalog on http://{bound} (catalog {}, warehouse {}{}); Ctrl-C stops",
                 lake.catalog_url(),
                 lake.warehouse_url(),
                 if *read_only { ", read-only" } else { "" }
             );
-            rest::serve_on(listener, lake, options).await?;
+            say!(
+                "the dashboard on http://{bound}/ (published numbers only: main and the publish tags)"
+            );
+            let pages = dashboard::router(
+                lake.clone(),
+                dashboard::Options {
+                    landing: landing_root(&cli).ok(),
+                    token: token.clone(),
+                },
+            );
+            let app = rest::router(lake, options.clone()).merge(pages);
+            rest::serve_router_on(listener, app, &options).await?;
         }
         Command::TwoAnswers {
             month,
