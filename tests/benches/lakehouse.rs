@@ -54,6 +54,8 @@ struct Args {
     repeats: Option<usize>,
     json: Option<PathBuf>,
     dir: Option<PathBuf>,
+    /// Part 1 without the peers (for profiling the lake's side alone).
+    lake_only: bool,
 }
 
 const USAGE: &str = "usage: lakehouse [--part 1|2|all] [--quick] [--scales 1,10,100] [--repeats N] [--json PATH] [--dir DIR]
@@ -74,6 +76,7 @@ fn parse_args(raw: &[String]) -> Result<Args> {
         repeats: None,
         json: None,
         dir: None,
+        lake_only: false,
     };
     let mut it = raw.iter();
     let value = |it: &mut std::slice::Iter<String>, flag: &str| -> Result<String> {
@@ -86,6 +89,7 @@ fn parse_args(raw: &[String]) -> Result<Args> {
             // cargo bench passes --bench to a harness=false bench; cargo test passes nothing.
             "--bench" => {}
             "--quick" => a.quick = true,
+            "--lake-only" => a.lake_only = true,
             "--sizes" => {
                 let v = value(&mut it, "--sizes")?;
                 let mut sizes = Vec::new();
@@ -838,7 +842,13 @@ fn peer_python() -> Result<PathBuf> {
     Ok(python)
 }
 
-fn peers(python: &Path, args: &[String]) -> Result<Value> {
+/// Run `peers.py`; with no Python (`--lake-only`), the figures of a peer that did nothing.
+fn peers(python: Option<&Path>, args: &[String]) -> Result<Value> {
+    let Some(python) = python else {
+        let nothing = json!({"time_travel_s": [], "filtered_s": [], "checks": []});
+        return Ok(json!({"append_s": [], "ff_s": [], "ff_tables_s": [],
+            "pyiceberg": nothing, "duckdb": nothing}));
+    };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peers.py");
     let out = Command::new(python)
         .arg(&script)
@@ -882,7 +892,12 @@ async fn part1(
     rows_out: &mut Vec<Row>,
     checks: &mut Checks,
 ) -> Result<()> {
-    let python = peer_python()?;
+    let python = if args.lake_only {
+        None
+    } else {
+        Some(peer_python()?)
+    };
+    let python = python.as_deref();
     let (mut workloads, ff, repeats) = if args.quick {
         (
             vec![Workload { k: 20, n: 1_000 }, Workload { k: 5, n: 10_000 }],
@@ -914,7 +929,7 @@ async fn part1(
         let lw = lake_write(&lake, &root, w.k, w.n, ff, tables).await?;
         eprintln!("{section}: pyiceberg writes");
         let pw = peers(
-            &python,
+            python,
             &[
                 "write".into(),
                 "--dir".into(),
@@ -1003,14 +1018,16 @@ async fn part1(
                 &[pw["metadata_json_bytes"].as_u64().unwrap_or(0) as f64],
             ),
         );
-        checks.same(
-            &format!("{section}: main after the writes, lake's table vs pyiceberg's"),
-            (lw.main_count, lw.main_sum),
-            (
-                pw["main_count"].as_i64().unwrap_or(-1),
-                pw["main_sum"].as_i64().unwrap_or(-1),
-            ),
-        );
+        if python.is_some() {
+            checks.same(
+                &format!("{section}: main after the writes, lake's table vs pyiceberg's"),
+                (lw.main_count, lw.main_sum),
+                (
+                    pw["main_count"].as_i64().unwrap_or(-1),
+                    pw["main_sum"].as_i64().unwrap_or(-1),
+                ),
+            );
+        }
 
         // Reads of lake's table at 20 earlier snapshots of `audit`, and at main.
         eprintln!("{section}: reads");
@@ -1028,7 +1045,7 @@ async fn part1(
         let filter_min = total_rows - total_rows / 10;
         let lr = lake_reads(&lake, &snapshots, filter_min, repeats).await?;
         let pr = peers(
-            &python,
+            python,
             &[
                 "read".into(),
                 "--metadata".into(),
@@ -1088,7 +1105,12 @@ async fn part1(
             )
             .peer("pyiceberg row_filter", &ms(&f64s(py, "filtered_s")?)),
         );
-        for (who, v) in [("pyiceberg", py), ("DuckDB", duck)] {
+        let peers_read = if python.is_some() {
+            vec![("pyiceberg", py), ("DuckDB", duck)]
+        } else {
+            Vec::new()
+        };
+        for (who, v) in peers_read {
             let theirs = pairs(&v["checks"])?;
             if theirs.len() != lr.checks.len() {
                 checks.failed.push(format!(

@@ -447,35 +447,45 @@ impl Catalog {
                 });
             }
         }
-        // 1. New metadata files, each under a fresh unique name (never overwritten).
+        // 1. New metadata files, each under a fresh unique name (never overwritten), a few at
+        //    a time (a publish moves every table of the lake in one commit).
+        const AT_ONCE: usize = 8;
+        let mut writes = Vec::with_capacity(changes.len());
+        for change in &changes {
+            writes.push(self.write_change_metadata(change));
+        }
+        let results: Vec<Result<Option<String>>> = futures::stream::iter(writes)
+            .buffered(AT_ONCE)
+            .collect()
+            .await;
         let mut new_locations: BTreeMap<String, Option<String>> = BTreeMap::new();
         let mut snapshots = BTreeMap::new();
         let mut written = Vec::new();
-        for change in &changes {
+        let mut failed = None;
+        for (change, result) in changes.iter().zip(results) {
             let key = change.table.to_string();
             if let Some(s) = change.snapshot_id {
                 snapshots.insert(key.clone(), s);
             }
-            let loc = match &change.kind {
-                ChangeKind::Update(md) => {
-                    let loc = match self
-                        .write_metadata(&change.table, md, change.base.as_deref())
-                        .await
-                    {
-                        Ok(loc) => loc,
-                        Err(e) => {
-                            // No version names these yet: they are ours to remove.
-                            self.delete_all(&written).await;
-                            return Err(e);
-                        }
-                    };
+            let loc = match (&change.kind, result) {
+                (ChangeKind::Update(_), Ok(Some(loc))) => {
                     written.push(loc.clone());
                     Some(loc)
                 }
-                ChangeKind::Register(loc) => Some(loc.clone()),
-                ChangeKind::Drop => None,
+                (ChangeKind::Update(_), Ok(None)) => None,
+                (ChangeKind::Update(_), Err(e)) => {
+                    failed.get_or_insert(e);
+                    None
+                }
+                (ChangeKind::Register(loc), _) => Some(loc.clone()),
+                (ChangeKind::Drop, _) => None,
             };
             new_locations.insert(key, loc);
+        }
+        if let Some(e) = failed {
+            // No version names these yet: they are ours to remove.
+            self.delete_all(&written).await;
+            return Err(e);
         }
         // Never name a file that is not there (an over-eager orphan sweep, a lost upload).
         if let Err(e) = self.check_added_files(&changes).await {
@@ -514,6 +524,17 @@ impl Catalog {
                 }
                 Err(error)
             }
+        }
+    }
+
+    /// The new metadata file of an update (`None` for other changes).
+    async fn write_change_metadata(&self, change: &TableChange) -> Result<Option<String>> {
+        match &change.kind {
+            ChangeKind::Update(md) => self
+                .write_metadata(&change.table, md, change.base.as_deref())
+                .await
+                .map(Some),
+            ChangeKind::Register(_) | ChangeKind::Drop => Ok(None),
         }
     }
 

@@ -8,6 +8,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataFile, ManifestContentType, ManifestStatus, Operation};
 
 use crate::error::{LakeError, Result};
@@ -59,16 +60,64 @@ impl Table {
             .select_all()
             .build()
             .map_err(|e| LakeError::iceberg(format!("planning a scan of {name} at {at}"), e))?;
-        let stream = scan
-            .to_arrow()
+        let tasks: Vec<FileScanTask> = scan
+            .plan_files()
             .await
-            .map_err(|e| LakeError::iceberg(format!("scanning {name} at {at}"), e))?;
-        let ctx = format!("scanning {name} at {at}");
+            .map_err(|e| LakeError::iceberg(format!("planning a scan of {name} at {at}"), e))?
+            .try_collect()
+            .await
+            .map_err(|e| LakeError::iceberg(format!("planning a scan of {name} at {at}"), e))?;
+        self.read_file_tasks(tasks, format!("scanning {name} at {at}"))
+    }
+
+    /// Read planned file scan tasks, several files at once on their own tokio tasks, in the
+    /// order given, each batch in the table's Arrow types. iceberg's reader decodes every file
+    /// on the task that polls its stream (one core however many files it has open); here each
+    /// file is decoded on a task of its own, at most [`read_parallelism`] at a time, so a scan
+    /// uses every core. A file is read whole before its batches are handed on, so at most that
+    /// many files are held in memory at once.
+    pub(crate) fn read_file_tasks(
+        &self,
+        tasks: Vec<FileScanTask>,
+        ctx: String,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let schema = self.arrow_schema()?;
-        Ok(Box::pin(stream.map(move |r| match r {
-            Ok(b) => normalize(&schema, b),
-            Err(e) => Err(LakeError::iceberg(ctx.clone(), e)),
-        })))
+        let reader = self
+            .iceberg()
+            .reader_builder()
+            .with_batch_size(READ_BATCH_ROWS)
+            .with_data_file_concurrency_limit(1)
+            .build();
+        let read_ctx = ctx.clone();
+        let files = futures::stream::iter(tasks)
+            .map(move |task| {
+                let reader = reader.clone();
+                let ctx = read_ctx.clone();
+                async move {
+                    let handle = tokio::spawn(async move {
+                        let stream = reader
+                            .read(Box::pin(futures::stream::iter([Ok(task)])))?
+                            .stream();
+                        stream.try_collect::<Vec<RecordBatch>>().await
+                    });
+                    match handle.await {
+                        Ok(Ok(batches)) => Ok(batches),
+                        Ok(Err(e)) => Err(LakeError::iceberg(ctx, e)),
+                        Err(e) => Err(LakeError::Other(format!(
+                            "{ctx}: a reading task failed: {e}"
+                        ))),
+                    }
+                }
+            })
+            .buffered(read_parallelism());
+        Ok(Box::pin(
+            files
+                .map_ok(move |batches| {
+                    let schema = schema.clone();
+                    futures::stream::iter(batches.into_iter().map(move |b| normalize(&schema, b)))
+                })
+                .try_flatten(),
+        ))
     }
 
     /// Read the rows of the table at `at` into memory.
@@ -257,6 +306,18 @@ impl Table {
         }
         Ok(out)
     }
+}
+
+/// Rows per batch a read hands back (the Parquet reader's default is 1,024: many small batches,
+/// each paying the per-batch costs of the reader and of whoever consumes it).
+const READ_BATCH_ROWS: usize = 8192;
+
+/// How many data files a read decodes at once: one per core.
+pub(crate) fn read_parallelism() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .max(2)
 }
 
 /// Incremental reads only cross appends.

@@ -1026,23 +1026,13 @@ impl Table {
                     .build())
             })
             .collect();
-        let name = self.name().to_string();
-        let stream = self
-            .iceberg()
-            .reader_builder()
-            .build()
-            .read(Box::pin(futures::stream::iter(tasks)))
-            .map_err(|e| LakeError::iceberg(format!("reading data files of {name}"), e))?
-            .stream();
-        let batches: Vec<RecordBatch> = stream
+        let tasks = tasks
+            .into_iter()
+            .collect::<iceberg::Result<Vec<_>>>()
+            .map_err(|e| LakeError::iceberg(format!("reading data files of {}", self.name()), e))?;
+        self.read_file_tasks(tasks, format!("reading data files of {}", self.name()))?
             .try_collect()
             .await
-            .map_err(|e| LakeError::iceberg(format!("reading data files of {name}"), e))?;
-        let arrow = self.arrow_schema()?;
-        batches
-            .into_iter()
-            .map(|b| crate::read::normalize(&arrow, b))
-            .collect()
     }
 }
 
