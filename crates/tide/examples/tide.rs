@@ -13,6 +13,10 @@ struct Cli {
     /// Keep the lake in memory instead of a temporary folder.
     #[arg(long, conflicts_with = "lake_dir")]
     memory: bool,
+    /// No lake at all: bronze as a list in memory (the reference the lake run is checked
+    /// against; the figures read from the lake are left out).
+    #[arg(long, conflicts_with_all = ["lake_dir", "memory"])]
+    reference: bool,
 }
 
 #[tokio::main]
@@ -24,7 +28,14 @@ async fn main() -> std::process::ExitCode {
         (None, true) => tide::LakeAt::Memory,
         (None, false) => tide::LakeAt::Temporary,
     };
-    let report = match tide::run_on(&cli.tide, at, !cli.quiet).await {
+    let run = async {
+        if cli.reference {
+            tide::run_reference(&cli.tide).await
+        } else {
+            tide::run_on(&cli.tide, at, !cli.quiet).await
+        }
+    };
+    let report = match run.await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("tide: {e}");

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use chrono::NaiveDate;
+use chrono::{NaiveDate, NaiveDateTime};
 use clap::{Args, ValueEnum};
 
 use crate::TideError;
@@ -11,8 +11,8 @@ use crate::TideError;
 /// The seed of the default run (any value gives a different, equally deterministic shop).
 pub const DEFAULT_SEED: u64 = 20_260_827;
 
-/// The cadences every run includes (the story's), besides any given with `--cadence`.
-pub const STORY_CADENCES_MIN: [i64; 4] = [5, 15, 30, 60];
+/// The cadences every run includes (the story's five), besides any given with `--cadence`.
+pub const STORY_CADENCES_MIN: [i64; 5] = [5, 10, 15, 30, 60];
 
 /// A duration in milliseconds, parsed from `90s`, `5m`, `1h30m`, `2h`, `1d`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -158,9 +158,39 @@ pub struct TideArgs {
     #[arg(long, default_value_t = DEFAULT_SEED)]
     pub seed: u64,
 
-    /// First day of the window (UTC).
-    #[arg(long, default_value = "2026-06-03")]
+    /// First day of the window (UTC). The default makes the story's ninety days: 2 June to
+    /// 30 August, the schedule changing after sixty of them.
+    #[arg(long, default_value = "2026-06-02")]
     pub start: NaiveDate,
+
+    /// Where the runs sit in the hour: the loader and every model run at this offset from
+    /// midnight plus a multiple of their interval (4m: runs at :04, :19, :34, :49, as in the
+    /// story's Figure 1).
+    #[arg(long, default_value = "4m", value_parser = parse_duration)]
+    pub offset: Span,
+
+    /// The day the story's model changed schedule (00:00 UTC): it runs every
+    /// `--cadence-before` until then and every `--cadence-after` from then on.
+    #[arg(long, default_value = "2026-08-01")]
+    pub change_on: NaiveDate,
+
+    /// The story model's interval before the schedule change.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub cadence_before: Span,
+
+    /// The story model's interval from the schedule change on.
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub cadence_after: Span,
+
+    /// The commit instant (UTC) of the pallet placed by hand, the story's 27 August pallet
+    /// (`''`: none). Its intake starts about `--big-pallet-items` × 1.05 s earlier, and it
+    /// replaces the regular pallet of that day.
+    #[arg(long, default_value = "2026-08-27T00:40:00", value_parser = parse_instant)]
+    pub big_pallet: Instant,
+
+    /// Items on the pallet placed by hand.
+    #[arg(long, default_value_t = 12_000, value_parser = clap::value_parser!(i64).range(2..=100_000))]
+    pub big_pallet_items: i64,
 
     /// Keep the experiment's lake (catalog/ and warehouse/) in this folder, which must hold no
     /// lake yet: a lake with other tables is refused, as the tidy would erase its history.
@@ -180,6 +210,21 @@ pub struct TideArgs {
     pub format: TideFormat,
 }
 
+/// An instant (UTC) or none (written `''`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Instant(pub Option<NaiveDateTime>);
+
+fn parse_instant(s: &str) -> Result<Instant, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Ok(Instant(None));
+    }
+    NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S")
+        .or_else(|_| NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M"))
+        .map(|t| Instant(Some(t)))
+        .map_err(|e| format!("{t:?}: {e} (write 2026-08-27T00:40:00)"))
+}
+
 fn parse_lookback(s: &str) -> Result<Option<Span>, String> {
     if s.trim().is_empty() {
         Ok(None)
@@ -197,7 +242,15 @@ impl Default for TideArgs {
             loader_every: None,
             lag: Span(60_000),
             seed: DEFAULT_SEED,
-            start: NaiveDate::from_ymd_opt(2026, 6, 3).unwrap_or_default(),
+            start: NaiveDate::from_ymd_opt(2026, 6, 2).unwrap_or_default(),
+            offset: Span::minutes(4),
+            change_on: NaiveDate::from_ymd_opt(2026, 8, 1).unwrap_or_default(),
+            cadence_before: Span::minutes(60),
+            cadence_after: Span::minutes(15),
+            big_pallet: Instant(
+                NaiveDate::from_ymd_opt(2026, 8, 27).and_then(|d| d.and_hms_opt(0, 40, 0)),
+            ),
+            big_pallet_items: 12_000,
             lake_dir: None,
             keep_history: false,
             format: TideFormat::Table,
@@ -213,6 +266,13 @@ fn gcd(a: i64, b: i64) -> i64 {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Settled {
     pub cadences_ms: Vec<i64>,
+    /// The story model's schedule: every `before_ms` until `switch_ms`, then every `after_ms`.
+    pub switch_ms: i64,
+    pub before_ms: i64,
+    pub after_ms: i64,
+    /// Runs and loader ticks sit at this offset from midnight.
+    pub offset_ms: i64,
+    pub big_pallet: Option<crate::generator::BigPallet>,
     pub lookbacks_ms: Vec<i64>,
     pub loader_every_ms: i64,
     pub lag_ms: i64,
@@ -226,6 +286,19 @@ impl TideArgs {
     pub(crate) fn settle(&self) -> Result<Settled, TideError> {
         let bad = |m: String| Err(TideError::Args(m));
         let mut cadences: Vec<i64> = STORY_CADENCES_MIN.iter().map(|m| m * 60_000).collect();
+        for (flag, c) in [
+            ("--cadence-before", &self.cadence_before),
+            ("--cadence-after", &self.cadence_after),
+        ] {
+            if c.ms() < 60_000 || c.ms() % 1_000 != 0 {
+                return bad(format!(
+                    "{flag} {c}: a model runs at most once a minute, on whole seconds"
+                ));
+            }
+        }
+        if !(0..crate::generator::DAY_MS).contains(&self.offset.ms()) {
+            return bad(format!("--offset {}: between 0s and 1d", self.offset));
+        }
         for c in &self.cadence {
             if c.ms() < 60_000 {
                 return bad(format!("--cadence {c}: a model runs at most once a minute"));
@@ -250,7 +323,10 @@ impl TideArgs {
             return bad("--lag must not be negative".into());
         }
         let mut notes = Vec::new();
-        let divides_all = cadences.iter().fold(0, |g, c| gcd(g, *c));
+        let divides_all = cadences
+            .iter()
+            .chain([&self.cadence_before.ms(), &self.cadence_after.ms()])
+            .fold(0, |g, c| gcd(g, *c));
         let loader_every_ms = match self.loader_every {
             Some(l) if l.ms() < 10_000 => {
                 return bad(format!(
@@ -277,12 +353,39 @@ impl TideArgs {
             return bad(format!("--start {}: not a usable date", self.start));
         };
         use chrono::Datelike;
+        let start_ms = start.timestamp_millis();
+        let end_ms = start_ms + i64::from(self.days) * crate::generator::DAY_MS;
+        let switch_ms = self
+            .change_on
+            .and_hms_opt(0, 0, 0)
+            .map(|d| d.and_utc().timestamp_millis())
+            .unwrap_or(i64::MAX);
+        if switch_ms <= start_ms || switch_ms >= end_ms {
+            notes.push(format!(
+                "the schedule change ({}) is outside the window: the story's model runs every {} throughout",
+                self.change_on,
+                if switch_ms <= start_ms {
+                    self.cadence_after
+                } else {
+                    self.cadence_before
+                }
+            ));
+        }
+        let big_pallet = self.big_pallet.0.map(|t| crate::generator::BigPallet {
+            commit_ms: t.and_utc().timestamp_millis(),
+            items: self.big_pallet_items,
+        });
         Ok(Settled {
+            switch_ms,
+            before_ms: self.cadence_before.ms(),
+            after_ms: self.cadence_after.ms(),
+            offset_ms: self.offset.ms(),
+            big_pallet,
             cadences_ms: cadences,
             lookbacks_ms: lookbacks,
             loader_every_ms,
             lag_ms: self.lag.ms(),
-            start_ms: start.timestamp_millis(),
+            start_ms,
             first_weekday: start.weekday().num_days_from_monday(),
             notes,
         })
@@ -329,7 +432,11 @@ mod tests {
             .map(|s| (s.cadences_ms.clone(), s.loader_every_ms, s.first_weekday));
         assert_eq!(
             s,
-            Ok((vec![300_000, 900_000, 1_800_000, 3_600_000], 300_000, 2))
+            Ok((
+                vec![300_000, 600_000, 900_000, 1_800_000, 3_600_000],
+                300_000,
+                1
+            ))
         );
     }
 
@@ -352,7 +459,7 @@ mod tests {
                 s.loader_every_ms,
             )
         });
-        assert_eq!(s, Ok((6, vec![1_800_000, 7_200_000], 60_000)));
+        assert_eq!(s, Ok((7, vec![1_800_000, 7_200_000], 60_000)));
         assert!(Cli::try_parse_from(["tide", "--cadence", "7 parsecs"]).is_err());
         assert!(Cli::try_parse_from(["tide", "--days", "0"]).is_err());
         let none = Cli::parse_from(["tide", "--lookback", ""]);

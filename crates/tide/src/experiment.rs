@@ -10,8 +10,8 @@ use std::collections::VecDeque;
 use indicatif::ProgressBar;
 
 use crate::TideError;
-use crate::generator::{Generator, GeneratorConfig, Row};
-use crate::model::Model;
+use crate::generator::{Generator, GeneratorConfig, Row, TxKind};
+use crate::model::{Model, ModelSpec, Schedule};
 use crate::source::{SourceTruth, Visibility};
 
 /// Where the loader commits and the models read.
@@ -59,17 +59,73 @@ pub(crate) struct Plan {
     pub loader_every_ms: i64,
     pub cadences_ms: Vec<i64>,
     pub lookbacks_ms: Vec<i64>,
+    /// The loader and the models tick at `start + offset_ms + k × interval`.
+    pub offset_ms: i64,
+    /// The story's model: every `before_ms` until `switch_ms`, then every `after_ms`.
+    pub switch_ms: i64,
+    pub before_ms: i64,
+    pub after_ms: i64,
     /// Expire bronze snapshots every this many loader commits.
     pub expire_every: u64,
     /// Commit the targets every this long (simulated time).
     pub flush_every_ms: i64,
 }
 
+impl Plan {
+    /// The end of the window (no transaction starts at or after it).
+    pub fn end_ms(&self) -> i64 {
+        self.generator.start_ms + i64::from(self.generator.days) * crate::generator::DAY_MS
+    }
+
+    /// The schedule change, when it falls inside the window.
+    pub fn split_ms(&self) -> Option<i64> {
+        Some(self.switch_ms).filter(|s| (self.generator.start_ms + 1..self.end_ms()).contains(s))
+    }
+
+    /// The models: one per cadence (shortest first), then the story's model on its schedule.
+    pub fn model_specs(&self) -> Vec<ModelSpec> {
+        let base = |cadence_ms: i64, schedule: Option<Schedule>| ModelSpec {
+            cadence_ms,
+            schedule,
+            lookbacks_ms: self.lookbacks_ms.clone(),
+            start_ms: self.generator.start_ms,
+            offset_ms: self.offset_ms,
+            split_ms: self.split_ms(),
+        };
+        let mut out: Vec<ModelSpec> = self.cadences_ms.iter().map(|c| base(*c, None)).collect();
+        let schedule = Schedule {
+            switch_ms: self.switch_ms,
+            before_ms: self.before_ms,
+        };
+        out.push(base(self.after_ms, Some(schedule)));
+        out
+    }
+}
+
+/// One row as the replays need it (what bronze delivered, in load order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub event_ts_ms: i64,
+    pub event_id: u32,
+    pub kind: TxKind,
+}
+
+/// Every loader commit, in order: when, and the rows (compact) it made visible. The replays of
+/// the story's schedule (look-backs, microbatch, append) run over this, the same rows.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stream {
+    pub rows: Vec<Seen>,
+    /// (loaded at, end index into `rows`).
+    pub loads: Vec<(i64, usize)>,
+}
+
 /// What a run produced.
 #[derive(Clone, Debug)]
 pub(crate) struct Outcome {
     pub truth: SourceTruth,
+    /// The cadence models (shortest first), then the story's model.
     pub models: Vec<Model>,
+    pub stream: Stream,
 }
 
 /// Run the clock until every transaction is loaded and every model has read it.
@@ -82,13 +138,11 @@ pub(crate) async fn simulate<B: Bronze, S: Sink>(
     let start = plan.generator.start_ms;
     let window_end = start + i64::from(plan.generator.days) * crate::generator::DAY_MS;
     let mut visibility =
-        Visibility::new(Generator::new(plan.generator.clone()), start, plan.lag_ms);
-    let mut models: Vec<Model> = plan
-        .cadences_ms
-        .iter()
-        .map(|c| Model::new(*c, &plan.lookbacks_ms, start))
-        .collect();
-    let mut next_load = start + plan.loader_every_ms;
+        Visibility::new(Generator::new(plan.generator.clone()), start, plan.lag_ms)
+            .with_split(plan.split_ms());
+    let mut models: Vec<Model> = plan.model_specs().iter().map(Model::from_spec).collect();
+    let mut stream = Stream::default();
+    let mut next_load = start + plan.offset_ms + plan.loader_every_ms;
     let mut loader_commits = 0u64;
     let mut last_commit_ms = start;
     let mut next_flush = start + plan.flush_every_ms;
@@ -104,6 +158,12 @@ pub(crate) async fn simulate<B: Bronze, S: Sink>(
             let rows = visibility.take_visible(now);
             if !rows.is_empty() {
                 bronze.commit(now, &rows).await?;
+                stream.rows.extend(rows.iter().map(|r| Seen {
+                    event_ts_ms: r.event_ts_ms,
+                    event_id: u32::try_from(r.event_id).unwrap_or(u32::MAX),
+                    kind: r.writer(),
+                }));
+                stream.loads.push((now, stream.rows.len()));
                 loader_commits += 1;
                 last_commit_ms = now;
                 let protect: Option<Vec<i64>> = models.iter().map(|m| m.consumed).collect();
@@ -143,6 +203,7 @@ pub(crate) async fn simulate<B: Bronze, S: Sink>(
     Ok(Outcome {
         truth: visibility.into_truth(),
         models,
+        stream,
     })
 }
 

@@ -159,6 +159,8 @@ pub struct Transaction {
     /// The commit instant; rows become visible at `commit_ms + lag`.
     pub commit_ms: i64,
     pub rows: Vec<Row>,
+    /// The pallet placed by hand ([`BigPallet`]).
+    pub placed_by_hand: bool,
 }
 
 impl Transaction {
@@ -178,9 +180,14 @@ pub struct GeneratorConfig {
     /// Transactions start during this many days.
     pub days: u32,
     pub seed: u64,
+    /// The pallet placed by hand (the story's 27 August pallet), when it starts in the window.
+    pub big_pallet: Option<BigPallet>,
 }
 
-// ---- The shop's shape. Only durations and the schedule drive the losses; the rest is colour.
+// ---- The shop's shape, calibrated to the story's figures (4,340,393 rows over ninety days,
+// 2,662,587 of them one-row consumer events; see the crate's README section and the report's
+// "against the story" notes). Only durations and the schedule drive the losses; prices, hours and
+// weekdays are colour.
 
 /// Shopper one-row transactions per day, on average.
 const SHOPPER_PER_DAY: u128 = 29_600;
@@ -190,50 +197,119 @@ const SHOPPER_HOURS: [u128; 24] = [
 ];
 /// Shopper activity by weekday (Monday first), per mille.
 const SHOPPER_WEEKDAYS: [u128; 7] = [950, 930, 960, 1_000, 1_050, 1_080, 1_030];
-/// Shopper event mix, per mille, in [`EventType::ALL`] order.
-const SHOPPER_EVENTS: [u64; 6] = [330, 400, 100, 50, 100, 20];
+/// Shopper event mix, per mille, in [`EventType::ALL`] order: about 2,640 sales a day.
+const SHOPPER_EVENTS: [u64; 6] = [244, 386, 60, 190, 89, 31];
 /// Bernoulli trials per second for shopper arrivals (at most this many a second).
 const SHOPPER_TRIALS: u64 = 4;
+/// Shopper prices and sale prices, cents (about €29 a sale).
+const SHOPPER_PRICE: (i64, i64) = (300, 5_580);
 
 /// Professional bulk imports per day, on average.
-const PRO_PER_DAY: u128 = 175;
+const PRO_PER_DAY: u128 = 400;
 /// Import activity by hour (UTC), relative: office hours and a nightly batch.
 const PRO_HOURS: [u128; 24] = [
     4, 10, 12, 8, 3, 3, 6, 14, 20, 22, 22, 20, 16, 20, 22, 22, 20, 16, 12, 8, 6, 5, 4, 4,
 ];
 /// Import activity by weekday (Monday first), per mille.
 const PRO_WEEKDAYS: [u128; 7] = [1_150, 1_150, 1_100, 1_100, 1_050, 750, 700];
-/// Import sizes: most are small, one in fifty is a whole catalogue.
-const PRO_SMALL: (i64, i64) = (10, 350);
-const PRO_LARGE: (i64, i64) = (350, 2_500);
+/// Import sizes (roughly log-uniform): most are small, one in fifty is a whole catalogue.
+const PRO_SMALL: (i64, i64) = (8, 110);
+const PRO_LARGE: (i64, i64) = (100, 1_300);
 const PRO_LARGE_PER_MILLE: u64 = 20;
 /// Milliseconds per imported item: 1.4 s ± 0.3 s.
 const PRO_GAP_MS: (i64, i64) = (1_100, 1_700);
-/// Share of imports that create listings (the rest reprice), per mille.
-const PRO_NEW_STOCK_PER_MILLE: u64 = 400;
+/// What an import does, per mille: new stock, repricing, delisting.
+const PRO_KINDS: [u64; 3] = [250, 700, 50];
+/// Professional prices, cents.
+const PRO_PRICE: (i64, i64) = (500, 4_000);
 const PRO_SELLERS: i64 = 400;
 const PRO_SELLER_BASE: i64 = 900_000;
 const SHOPPER_SELLERS: i64 = 250_000;
 
-/// Pallets arrive on Tuesdays and Thursdays, the intake job starting between 09:00 and 13:00.
+/// A pallet arrives on Thursdays, the intake job starting between 09:00 and 13:00.
 const PALLET_WEEKDAYS: [u32; 2] = [1, 3];
 const PALLET_FIRST_HOUR: u64 = 9;
 const PALLET_HOURS: u64 = 4;
-const PALLET_ITEMS: (i64, i64) = (1_500, 12_000);
+const PALLET_ITEMS: (i64, i64) = (2_000, 4_000);
 /// Milliseconds per pallet item: 1.05 s ± 0.1 s.
 const PALLET_GAP_MS: (i64, i64) = (950, 1_150);
+/// Pallet prices, cents.
+const PALLET_PRICE: (i64, i64) = (200, 3_000);
 const WHOLESALE_SELLER: i64 = 999_999;
 
 const STREAM_SHOPPERS: u64 = 1;
 const STREAM_PRO: u64 = 2;
 const STREAM_PALLETS: u64 = 3;
 const STREAM_ROWS: u64 = 4;
+const STREAM_BIG_PALLET: u64 = 5;
+const STREAM_POOL: u64 = 6;
+
+/// One pallet placed by hand: the story's 27 August pallet (12,000 items committed at 00:40:00,
+/// Figure 1). It replaces the regular pallet of the day it commits on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BigPallet {
+    /// The commit instant (ms since the epoch); the intake starts about `items × 1.05 s` before.
+    pub commit_ms: i64,
+    pub items: i64,
+}
 
 #[derive(Clone, Copy, Debug)]
 enum Spec {
     Shopper,
     Pro { items: i64 },
     Pallet { items: i64 },
+    BigPallet,
+}
+
+/// What a professional import does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ProKind {
+    NewStock,
+    Reprice,
+    Delist,
+}
+
+/// The listings the shop shows, as the writers see them: a listing can be repriced, reserved,
+/// sold or delisted only once the transaction that created it has committed, and a sold or
+/// delisted listing leaves the shop. (So the catalogue the report counts is a real one.)
+#[derive(Clone, Debug, Default)]
+struct Shelf {
+    live: Vec<i64>,
+    /// Listings created by transactions not committed yet: (commit, ids), earliest first.
+    pending: std::collections::BinaryHeap<std::cmp::Reverse<(i64, i64, Vec<i64>)>>,
+    /// The most recent sales (a return refers to one of them).
+    sold: VecDeque<i64>,
+}
+
+const RECENT_SALES: usize = 4_096;
+
+impl Shelf {
+    /// Put on the shelf what committed at or before `t`.
+    fn release(&mut self, t: i64) {
+        while self
+            .pending
+            .peek()
+            .is_some_and(|std::cmp::Reverse((c, _, _))| *c <= t)
+        {
+            if let Some(std::cmp::Reverse((_, _, ids))) = self.pending.pop() {
+                self.live.extend(ids);
+            }
+        }
+    }
+
+    fn pick(&self, r: &mut SplitMix64) -> Option<usize> {
+        (!self.live.is_empty()).then(|| r.below(self.live.len() as u64) as usize)
+    }
+
+    /// A live listing that stays live.
+    fn touch(&self, r: &mut SplitMix64) -> Option<i64> {
+        self.pick(r).map(|i| self.live[i])
+    }
+
+    /// A live listing that leaves the shop.
+    fn take(&mut self, r: &mut SplitMix64) -> Option<i64> {
+        self.pick(r).map(|i| self.live.swap_remove(i))
+    }
 }
 
 /// The season's transactions, in start order (ties in a fixed order), one hour at a time.
@@ -245,8 +321,13 @@ pub struct Generator {
     shoppers: SplitMix64,
     pro: SplitMix64,
     pallets: SplitMix64,
+    pool: SplitMix64,
     /// Today's pallet, until its hour comes.
     pallet: Option<(i64, i64)>,
+    /// The pallet placed by hand: its start and its item gaps (drawn up front, so that it
+    /// commits at the instant asked for).
+    big: Option<(i64, Vec<i64>)>,
+    shelf: Shelf,
     next_tx_id: i64,
     next_event_id: i64,
 }
@@ -255,6 +336,16 @@ impl Generator {
     /// A generator for `cfg`'s window.
     pub fn new(cfg: GeneratorConfig) -> Self {
         let seed = cfg.seed;
+        let big = cfg.big_pallet.map(|b| {
+            let mut r = SplitMix64::stream(seed, STREAM_BIG_PALLET);
+            let gaps: Vec<i64> = (1..b.items.max(1))
+                .map(|_| r.between(PALLET_GAP_MS.0, PALLET_GAP_MS.1))
+                .collect();
+            let start = b.commit_ms - COMMIT_MS - gaps.iter().sum::<i64>();
+            (start, gaps)
+        });
+        let window = cfg.start_ms..cfg.start_ms + i64::from(cfg.days) * DAY_MS;
+        let big = big.filter(|(start, _)| window.contains(start));
         Generator {
             cfg,
             hour: 0,
@@ -262,7 +353,10 @@ impl Generator {
             shoppers: SplitMix64::stream(seed, STREAM_SHOPPERS),
             pro: SplitMix64::stream(seed, STREAM_PRO),
             pallets: SplitMix64::stream(seed, STREAM_PALLETS),
+            pool: SplitMix64::stream(seed, STREAM_POOL),
             pallet: None,
+            big,
+            shelf: Shelf::default(),
             next_tx_id: 0,
             next_event_id: 0,
         }
@@ -271,6 +365,11 @@ impl Generator {
     /// The end of the window (no transaction starts at or after it).
     pub fn end_ms(&self) -> i64 {
         self.cfg.start_ms + i64::from(self.cfg.days) * DAY_MS
+    }
+
+    /// The start of the pallet placed by hand, when it is in the window.
+    pub fn big_pallet_start_ms(&self) -> Option<i64> {
+        self.big.as_ref().map(|(s, _)| *s)
     }
 
     fn weekday(&self, hour: i64) -> usize {
@@ -319,18 +418,28 @@ impl Generator {
             }
         }
 
-        // The wholesale pallet: drawn at midnight for the whole day, started in its hour.
+        // The wholesale pallet: drawn at midnight for the whole day, started in its hour; the
+        // pallet placed by hand replaces the regular pallet of the day it commits on.
         if hod == 0 {
             let hour = PALLET_FIRST_HOUR + self.pallets.below(PALLET_HOURS);
             let at = self.pallets.below(HOUR_MS as u64) as i64;
             let items = self.pallets.between(PALLET_ITEMS.0, PALLET_ITEMS.1);
-            if PALLET_WEEKDAYS.contains(&(wd as u32)) {
+            let replaced = self.cfg.big_pallet.is_some_and(|b| {
+                (hour_start..hour_start + DAY_MS).contains(&b.commit_ms) && self.big.is_some()
+            });
+            if PALLET_WEEKDAYS.contains(&(wd as u32)) && !replaced {
                 self.pallet = Some((hour_start + hour as i64 * HOUR_MS + at, items));
             }
         }
         if let Some((at, items)) = self.pallet.filter(|(at, _)| *at < hour_start + HOUR_MS) {
             self.pallet = None;
             specs.push((at, Spec::Pallet { items }));
+        }
+        if let Some(at) = self
+            .big_pallet_start_ms()
+            .filter(|s| (hour_start..hour_start + HOUR_MS).contains(s))
+        {
+            specs.push((at, Spec::BigPallet));
         }
 
         // Stable by start: shoppers, then imports, then pallets at equal instants.
@@ -344,41 +453,77 @@ impl Generator {
     fn materialize(&mut self, start_ms: i64, spec: Spec) -> Transaction {
         let tx_id = self.next_tx_id;
         self.next_tx_id += 1;
+        self.shelf.release(start_ms);
         let mut r = SplitMix64::new(mix(mix(self.cfg.seed, STREAM_ROWS), tx_id as u64));
         let first_event = self.next_event_id;
-        let existing = |r: &mut SplitMix64| 1 + r.below(first_event.max(1) as u64) as i64;
         let mut rows = Vec::new();
+        let mut created = Vec::new();
         let kind = match spec {
             Spec::Shopper => {
-                let event_type = EventType::ALL[r.weighted(&SHOPPER_EVENTS)];
-                let listing_id = if event_type == EventType::ListingCreated {
-                    first_event + 1
-                } else {
-                    existing(&mut r)
+                let mut event_type = EventType::ALL[r.weighted(&SHOPPER_EVENTS)];
+                let mut price_cents = r.between(SHOPPER_PRICE.0, SHOPPER_PRICE.1);
+                let listing = match event_type {
+                    EventType::ListingCreated => None,
+                    EventType::PriceChanged | EventType::Reserved => {
+                        self.shelf.touch(&mut self.pool)
+                    }
+                    EventType::Delisted | EventType::Sold => self.shelf.take(&mut self.pool),
+                    EventType::Returned => {
+                        let n = self.shelf.sold.len() as u64;
+                        (n > 0).then(|| self.shelf.sold[self.pool.below(n) as usize])
+                    }
                 };
+                let listing_id = match listing {
+                    Some(id) => id,
+                    // Nothing to act on yet: the shopper lists something instead.
+                    None => {
+                        event_type = EventType::ListingCreated;
+                        price_cents = r.between(SHOPPER_PRICE.0, SHOPPER_PRICE.1);
+                        first_event + 1
+                    }
+                };
+                match event_type {
+                    EventType::ListingCreated => created.push(listing_id),
+                    EventType::Sold => {
+                        self.shelf.sold.push_back(listing_id);
+                        if self.shelf.sold.len() > RECENT_SALES {
+                            self.shelf.sold.pop_front();
+                        }
+                    }
+                    _ => {}
+                }
                 rows.push(Row {
                     event_id: first_event,
                     event_ts_ms: start_ms,
                     listing_id,
                     seller_id: r.between(1, SHOPPER_SELLERS),
                     event_type,
-                    price_cents: r.between(300, 15_000),
+                    price_cents,
                 });
                 TxKind::Shopper
             }
             Spec::Pro { items } => {
                 let seller = PRO_SELLER_BASE + r.between(1, PRO_SELLERS);
-                let new_stock = r.below(1_000) < PRO_NEW_STOCK_PER_MILLE;
+                let what =
+                    [ProKind::NewStock, ProKind::Reprice, ProKind::Delist][r.weighted(&PRO_KINDS)];
                 let mut ts = start_ms;
                 for i in 0..items {
                     if i > 0 {
                         ts += r.between(PRO_GAP_MS.0, PRO_GAP_MS.1);
                     }
                     let event_id = first_event + i;
-                    let (event_type, listing_id) = if new_stock {
-                        (EventType::ListingCreated, event_id + 1)
-                    } else {
-                        (EventType::PriceChanged, existing(&mut r))
+                    let existing = match what {
+                        ProKind::NewStock => None,
+                        ProKind::Reprice => self.shelf.touch(&mut self.pool),
+                        ProKind::Delist => self.shelf.take(&mut self.pool),
+                    };
+                    let (event_type, listing_id) = match (what, existing) {
+                        (ProKind::Reprice, Some(id)) => (EventType::PriceChanged, id),
+                        (ProKind::Delist, Some(id)) => (EventType::Delisted, id),
+                        _ => {
+                            created.push(event_id + 1);
+                            (EventType::ListingCreated, event_id + 1)
+                        }
                     };
                     rows.push(Row {
                         event_id,
@@ -386,25 +531,42 @@ impl Generator {
                         listing_id,
                         seller_id: seller,
                         event_type,
-                        price_cents: r.between(500, 40_000),
+                        price_cents: r.between(PRO_PRICE.0, PRO_PRICE.1),
                     });
                 }
                 TxKind::ProSeller
             }
-            Spec::Pallet { items } => {
+            Spec::Pallet { .. } | Spec::BigPallet => {
+                let (items, gaps) = match spec {
+                    Spec::Pallet { items } => (
+                        items,
+                        (1..items)
+                            .map(|_| r.between(PALLET_GAP_MS.0, PALLET_GAP_MS.1))
+                            .collect(),
+                    ),
+                    _ => {
+                        let gaps = self
+                            .big
+                            .as_ref()
+                            .map(|(_, g)| g.clone())
+                            .unwrap_or_default();
+                        (gaps.len() as i64 + 1, gaps)
+                    }
+                };
                 let mut ts = start_ms;
                 for i in 0..items {
                     if i > 0 {
-                        ts += r.between(PALLET_GAP_MS.0, PALLET_GAP_MS.1);
+                        ts += gaps.get(i as usize - 1).copied().unwrap_or(PALLET_GAP_MS.0);
                     }
                     let event_id = first_event + i;
+                    created.push(event_id + 1);
                     rows.push(Row {
                         event_id,
                         event_ts_ms: ts,
                         listing_id: event_id + 1,
                         seller_id: WHOLESALE_SELLER,
                         event_type: EventType::ListingCreated,
-                        price_cents: r.between(200, 5_000),
+                        price_cents: r.between(PALLET_PRICE.0, PALLET_PRICE.1),
                     });
                 }
                 TxKind::Wholesale
@@ -412,12 +574,19 @@ impl Generator {
         };
         self.next_event_id += rows.len() as i64;
         let last = rows.last().map_or(start_ms, |row| row.event_ts_ms);
+        let commit_ms = last + COMMIT_MS;
+        if !created.is_empty() {
+            self.shelf
+                .pending
+                .push(std::cmp::Reverse((commit_ms, tx_id, created)));
+        }
         Transaction {
             tx_id,
             kind,
             start_ms,
-            commit_ms: last + COMMIT_MS,
+            commit_ms,
             rows,
+            placed_by_hand: matches!(spec, Spec::BigPallet),
         }
     }
 }
@@ -465,6 +634,7 @@ mod tests {
             first_weekday: 2,
             days,
             seed: 42,
+            big_pallet: None,
         }
     }
 
@@ -501,14 +671,70 @@ mod tests {
             }
             match tx.kind {
                 TxKind::Shopper => assert_eq!(tx.rows.len(), 1),
-                TxKind::ProSeller => assert!((10..=2_500).contains(&tx.rows.len())),
+                TxKind::ProSeller => assert!((8..=1_300).contains(&tx.rows.len())),
                 TxKind::Wholesale => {
                     pallets += 1;
-                    assert!((1_500..=12_000).contains(&tx.rows.len()));
+                    assert!((2_000..=4_000).contains(&tx.rows.len()));
                 }
             }
         }
         // Wednesday, Thursday, Friday: one pallet (Thursday).
         assert_eq!(pallets, 1);
+    }
+
+    #[test]
+    fn listings_are_acted_on_only_once_they_are_in_the_shop() {
+        use std::collections::HashMap;
+        // listing → (committed at, gone)
+        let mut shop: HashMap<i64, (i64, bool)> = HashMap::new();
+        let mut txs: Vec<Transaction> = Generator::new(cfg(3)).collect();
+        let mut sold = 0;
+        // Check in commit order what each row refers to, at its own stamp.
+        txs.sort_by_key(|t| t.start_ms);
+        for tx in &txs {
+            for r in &tx.rows {
+                match r.event_type {
+                    EventType::ListingCreated => {
+                        assert!(shop.insert(r.listing_id, (tx.commit_ms, false)).is_none());
+                    }
+                    EventType::Returned => {}
+                    t => {
+                        let Some((committed, gone)) = shop.get_mut(&r.listing_id) else {
+                            panic!("{t:?} of listing {} that was never created", r.listing_id)
+                        };
+                        assert!(
+                            *committed <= tx.start_ms,
+                            "acted on before it was in the shop"
+                        );
+                        assert!(!*gone, "{t:?} of a listing already gone");
+                        if matches!(t, EventType::Sold | EventType::Delisted) {
+                            *gone = true;
+                            sold += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(sold > 1_000);
+    }
+
+    #[test]
+    fn the_big_pallet_commits_when_asked_and_replaces_that_days_pallet() {
+        let commit_ms = 1_780_444_800_000 + DAY_MS + 40 * 60_000; // Thursday 00:40
+        let cfg = GeneratorConfig {
+            big_pallet: Some(BigPallet {
+                commit_ms,
+                items: 12_000,
+            }),
+            ..cfg(3)
+        };
+        let pallets: Vec<Transaction> = Generator::new(cfg)
+            .filter(|t| t.kind == TxKind::Wholesale)
+            .collect();
+        assert_eq!(pallets.len(), 1, "the big pallet replaces Thursday's");
+        let p = &pallets[0];
+        assert!(p.placed_by_hand);
+        assert_eq!((p.rows.len(), p.commit_ms), (12_000, commit_ms));
+        assert!((12_500_000..12_700_000).contains(&p.duration_ms()));
     }
 }

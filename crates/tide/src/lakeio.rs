@@ -340,13 +340,14 @@ pub(crate) struct TargetTable {
     pub name: String,
 }
 
-/// The table name of one target: `tide.fct_listing_event_15m_a`.
-pub(crate) fn target_name(cadence_ms: i64, w: Watermark) -> String {
-    format!(
-        "tide.fct_listing_event_{}_{}",
-        format_duration_ms(cadence_ms),
-        w.name()
-    )
+/// The table name of one target: `tide.fct_listing_event_15m_a`, and for the story's model
+/// on its schedule `tide.fct_listing_event_story_a`.
+pub(crate) fn target_name(m: &Model, w: Watermark) -> String {
+    let model = match m.schedule {
+        Some(_) => "story".to_string(),
+        None => format_duration_ms(m.cadence_ms),
+    };
+    format!("tide.fct_listing_event_{model}_{}", w.name())
 }
 
 /// The model targets as Iceberg tables: every flush commits, in one catalog commit across all
@@ -379,12 +380,11 @@ impl LakeSink {
     pub async fn create(catalog: Catalog, plan: &Plan) -> Result<Self, TideError> {
         let mut names = Vec::new();
         let mut changes = Vec::new();
-        let start = plan.generator.start_ms;
-        for c in &plan.cadences_ms {
-            let m = Model::new(*c, &plan.lookbacks_ms, start);
+        for spec in plan.model_specs() {
+            let m = Model::from_spec(&spec);
             let mut per_model = Vec::new();
             for t in &m.targets {
-                let name = target_name(m.cadence_ms, t.watermark);
+                let name = target_name(&m, t.watermark);
                 changes.push(catalog.stage_create_table(&name, &schema(), &[]).await?);
                 per_model.push(name);
             }
@@ -642,6 +642,131 @@ pub(crate) async fn reconcile(
     Ok((sql, out))
 }
 
+fn micros(ms: i64) -> i64 {
+    ms.saturating_mul(1_000)
+}
+
+/// The story's business figures over the lake: per event type, before and after the change,
+/// source and model rows and GMV; and the catalogue at each cutoff.
+pub(crate) fn business_sql(target: &str, split_ms: i64) -> String {
+    let side = |table: &str| {
+        format!(
+            "select event_type, arrow_cast(event_ts, 'Int64') >= {split} as after, count(*) as n, \
+             sum(case when event_type = 'sold' then price_cents else 0 end) as v \
+             from {table} group by 1, 2",
+            split = micros(split_ms)
+        )
+    };
+    format!(
+        "with s as ({}),\nm as ({})\nselect s.event_type, s.after, s.n as source_rows, coalesce(m.n, 0) as model_rows,\n       s.v as source_gmv, coalesce(m.v, 0) as model_gmv\nfrom s left join m on s.event_type = m.event_type and s.after = m.after\norder by 1, 2",
+        side(BRONZE),
+        side(target)
+    )
+}
+
+/// Listings live in the shop at `cutoff_ms` (created before it, not sold or delisted before
+/// it), those the model does not show as live, their last price, and the model's extras.
+pub(crate) fn catalogue_sql(target: &str, cutoff_ms: i64) -> String {
+    let state = |table: &str| {
+        format!(
+            "select listing_id, \
+             min(case when event_type = 'listing_created' then ts end) as created, \
+             min(case when event_type in ('sold', 'delisted') then ts end) as gone \
+             from (select listing_id, event_type, arrow_cast(event_ts, 'Int64') as ts from {table}) \
+             where ts < {c} group by listing_id",
+            c = micros(cutoff_ms)
+        )
+    };
+    format!(
+        "with s as ({}),\nm as ({}),\np as (select listing_id, last_value(price_cents order by ts, event_id) as price \
+         from (select listing_id, price_cents, event_id, arrow_cast(event_ts, 'Int64') as ts from {BRONZE} \
+         where event_type in ('listing_created', 'price_changed')) where ts < {c} group by listing_id)\n\
+         select \
+         sum(case when s.created is not null and s.gone is null then 1 else 0 end) as shop_live, \
+         sum(case when s.created is not null and s.gone is null and (m.created is null or m.gone is not null) then 1 else 0 end) as missing, \
+         sum(case when s.created is not null and s.gone is null and (m.created is null or m.gone is not null) then p.price else 0 end) as missing_value, \
+         sum(case when s.gone is not null and m.created is not null and m.gone is null then 1 else 0 end) as extra\n\
+         from s left join m on s.listing_id = m.listing_id left join p on s.listing_id = p.listing_id",
+        state(BRONZE),
+        state(target),
+        c = micros(cutoff_ms)
+    )
+}
+
+fn first_i64(batches: &[RecordBatch], name: &str) -> Result<i64, TideError> {
+    for b in batches {
+        if b.num_rows() == 0 {
+            continue;
+        }
+        let col = b
+            .column_by_name(name)
+            .ok_or_else(|| TideError::Target(format!("the catalogue has no column {name:?}")))?;
+        if col.is_null(0) {
+            return Ok(0);
+        }
+        let c = cast(col, &DataType::Int64)?;
+        return c
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .map(|a| a.value(0))
+            .ok_or_else(|| TideError::Target(format!("column {name:?} is not an integer")));
+    }
+    Ok(0)
+}
+
+/// Run the story's business SQL over the lake.
+pub(crate) async fn story_business(
+    catalog: &Catalog,
+    target: &str,
+    split_ms: i64,
+    cutoffs_ms: &[i64],
+) -> Result<crate::story::StorySql, TideError> {
+    let ctx = catalog.sql(None, &At::Main).await?;
+    let sql = business_sql(target, split_ms);
+    let mut out = crate::story::StorySql::default();
+    for b in &ctx.query(&sql).await? {
+        let t = strings(b, "event_type")?;
+        let after = column(b, "after", &DataType::Boolean)?;
+        let after = after
+            .as_any()
+            .downcast_ref::<arrow_array::BooleanArray>()
+            .cloned()
+            .ok_or_else(|| TideError::Target("the phase column is not a boolean".into()))?;
+        let (sn, mn) = (int64s(b, "source_rows")?, int64s(b, "model_rows")?);
+        let (sv, mv) = (int64s(b, "source_gmv")?, int64s(b, "model_gmv")?);
+        for i in 0..b.num_rows() {
+            let count = |v: i64| u64::try_from(v).unwrap_or(0);
+            out.by_type.insert(
+                (t.value(i).to_string(), after.value(i)),
+                (
+                    count(sn.value(i)),
+                    count(mn.value(i)),
+                    sv.value(i),
+                    mv.value(i),
+                ),
+            );
+        }
+    }
+    let mut sqls = vec![sql];
+    for c in cutoffs_ms {
+        let q = catalogue_sql(target, *c);
+        let batches = ctx.query(&q).await?;
+        let count = |v: i64| u64::try_from(v).unwrap_or(0);
+        out.catalogue.push(crate::story::Catalogue {
+            at: chrono::DateTime::from_timestamp_millis(*c)
+                .map(|d| d.format("%Y-%m-%d %H:%M").to_string())
+                .unwrap_or_default(),
+            shop_live: count(first_i64(&batches, "shop_live")?),
+            missing: count(first_i64(&batches, "missing")?),
+            missing_value_cents: first_i64(&batches, "missing_value")?,
+            extra: count(first_i64(&batches, "extra")?),
+        });
+        sqls.push(q);
+    }
+    out.sql = sqls.join(";\n\n");
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -681,13 +806,14 @@ mod tests {
     #[test]
     fn target_names_are_lake_names() {
         let n = target_name(
-            900_000,
+            &Model::new(900_000, &[], 0),
             Watermark::MaxEventTsLookback {
                 lookback_ms: 1_800_000,
             },
         );
         assert_eq!(n, "tide.fct_listing_event_15m_a_lb30m");
         assert!(lake::TableName::parse(&n).is_ok());
-        assert!(lake::TableName::parse(&target_name(5_400_000, Watermark::SnapshotId)).is_ok());
+        let odd = target_name(&Model::new(5_400_000, &[], 0), Watermark::SnapshotId);
+        assert!(lake::TableName::parse(&odd).is_ok());
     }
 }

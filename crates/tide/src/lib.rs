@@ -7,9 +7,14 @@
 //! one snapshot per commit ([`source`], [`experiment`]); an incremental model run at several
 //! cadences in three variants side by side over the same snapshots — (a) watermark
 //! `max(event_ts)` of the target, (a + look-back), and (b) watermark = the last bronze snapshot
-//! id consumed ([`model`]); and the report: rows lost by writer and by sales vs listings,
-//! survival against the closed form `interval ÷ (2 × duration)`, and the daily reconciliation
-//! run as SQL over the lake ([`report`]).
+//! id consumed ([`model`]) — at five cadences, and on the schedule the story ran (hourly, then
+//! every fifteen minutes from 1 August); the story told whole ([`story`]): the 27 August pallet
+//! of its Figure 1, the schedule change before and after, what the loss does to the business
+//! (sales, listings never recorded, the catalogue and its value, counted by SQL over the lake),
+//! and the costs of the bets — look-backs, append vs merge, dbt-style microbatch — replayed over
+//! the same rows at the same runs (`replay`); and the report: rows lost by writer and by sales
+//! vs listings, survival against the closed form `interval ÷ (2 × duration)`, the daily
+//! reconciliation run as SQL over the lake, and every figure next to the story's ([`report`]).
 //!
 //! It does not own the table format (that is `lake`: snapshots, incremental reads, expiry, SQL)
 //! nor the command line (`sugarshack tide` in the `cli` crate parses [`TideArgs`], calls
@@ -32,16 +37,18 @@ pub mod experiment;
 pub mod generator;
 mod lakeio;
 pub mod model;
+mod replay;
 pub mod report;
 pub mod rng;
 pub mod source;
+pub mod story;
 
 use std::path::PathBuf;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lake::Catalog;
 
-pub use args::{DEFAULT_SEED, Span, TideArgs, TideFormat, parse_duration};
+pub use args::{DEFAULT_SEED, Instant, Span, TideArgs, TideFormat, parse_duration};
 use experiment::{MemoryBronze, Plan};
 use generator::GeneratorConfig;
 pub use lakeio::{BRONZE, SUMMARY_LOADED_AT_MS, SUMMARY_SOURCE_SNAPSHOT};
@@ -122,11 +129,16 @@ fn plan(args: &TideArgs) -> Result<(Plan, Vec<String>), TideError> {
                 first_weekday: s.first_weekday,
                 days: args.days,
                 seed: args.seed,
+                big_pallet: s.big_pallet,
             },
             lag_ms: s.lag_ms,
             loader_every_ms: s.loader_every_ms,
             cadences_ms: s.cadences_ms,
             lookbacks_ms: s.lookbacks_ms,
+            offset_ms: s.offset_ms,
+            switch_ms: s.switch_ms,
+            before_ms: s.before_ms,
+            after_ms: s.after_ms,
             expire_every: EXPIRE_EVERY,
             flush_every_ms: FLUSH_EVERY_MS,
         },
@@ -266,7 +278,30 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
         tables.len(),
         lakeio::story_sql(&example)
     ));
-    let mut report = report::build(&plan, &notes, &outcome, Some(lake), &days_of);
+    // The story's business figures, from the lake's own tables.
+    let story_sql = match outcome
+        .models
+        .iter()
+        .find(|m| m.schedule.is_some())
+        .zip(plan.split_ms())
+    {
+        Some((m, split)) => {
+            let name = lakeio::target_name(m, model::Watermark::MaxEventTs);
+            let got =
+                lakeio::story_business(&catalog, &name, split, &[split, plan.end_ms()]).await?;
+            story::check_sql(&outcome, m, &got, &name)?;
+            Some(got)
+        }
+        None => None,
+    };
+    let mut report = report::build(
+        &plan,
+        &notes,
+        &outcome,
+        Some(lake),
+        &days_of,
+        story_sql.as_ref(),
+    );
     report.timings = report::Timings {
         simulate,
         loader_commits: bronze.stats.t_commit,
@@ -293,7 +328,7 @@ pub async fn run_reference(args: &TideArgs) -> Result<TideReport, TideError> {
     .await?;
     let days_of =
         |m: usize, t: usize| report::rust_days(&outcome.truth, &outcome.models[m].targets[t]);
-    Ok(report::build(&plan, &notes, &outcome, None, &days_of))
+    Ok(report::build(&plan, &notes, &outcome, None, &days_of, None))
 }
 
 /// The report in the format asked for: tables for people, or pretty JSON.

@@ -126,11 +126,16 @@ pub struct Target {
 impl Target {
     /// An empty target; `start_ms` is 00:00 UTC of day 0 (for per-day counts).
     pub fn new(watermark: Watermark, start_ms: i64) -> Self {
+        Self::split(watermark, start_ms, None)
+    }
+
+    /// An empty target that also counts the rows at or after `split_ms` apart.
+    pub fn split(watermark: Watermark, start_ms: i64, split_ms: Option<i64>) -> Self {
         Target {
             watermark,
             members: IdSet::default(),
             max_event_ts: None,
-            counts: Counts::default(),
+            counts: Counts::split_at(split_ms),
             row_writes: 0,
             unexpected_repeats: 0,
             writes: Vec::new(),
@@ -145,6 +150,11 @@ impl Target {
         (first..first + i64::from(n))
             .filter(|id| self.members.contains(*id))
             .count() as u32
+    }
+
+    /// The event ids the target holds.
+    pub fn members(&self) -> &IdSet {
+        &self.members
     }
 
     /// Does the target hold this event?
@@ -245,10 +255,14 @@ impl Target {
     }
 }
 
-/// The model at one cadence: its variants side by side over the same reads.
+/// The model at one cadence (or on the story's schedule): its variants side by side over the
+/// same reads.
 #[derive(Clone, Debug)]
 pub struct Model {
+    /// The interval (from the schedule change on, for the story's model).
     pub cadence_ms: i64,
+    /// The story's model: every `before_ms` until `switch_ms`, then every `cadence_ms`.
+    pub schedule: Option<Schedule>,
     /// The bronze snapshot id consumed through: variant (b)'s watermark, and the point each run
     /// reads after.
     pub consumed: Option<i64>,
@@ -258,27 +272,97 @@ pub struct Model {
     pub next_run_ms: i64,
     /// When the last run happened.
     pub last_run_ms: Option<i64>,
+    /// Every run's instant (the replays of the story's bets run at the same instants).
+    pub run_log: Vec<i64>,
+}
+
+/// A schedule that changes once: every `before_ms` until `switch_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    pub switch_ms: i64,
+    pub before_ms: i64,
+}
+
+/// Which model a [`Model`] is, its schedule and its targets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelSpec {
+    pub cadence_ms: i64,
+    pub schedule: Option<Schedule>,
+    pub lookbacks_ms: Vec<i64>,
+    /// 00:00 UTC of day 0.
+    pub start_ms: i64,
+    /// Runs at `start_ms + offset_ms + k × interval`.
+    pub offset_ms: i64,
+    /// Counts also split here (the schedule change).
+    pub split_ms: Option<i64>,
 }
 
 impl Model {
     /// A model running every `cadence_ms` from `start_ms` (first run one cadence in), with (a),
     /// one (a + look-back) per look-back, and (b).
     pub fn new(cadence_ms: i64, lookbacks_ms: &[i64], start_ms: i64) -> Self {
-        let mut targets = vec![Target::new(Watermark::MaxEventTs, start_ms)];
-        for lb in lookbacks_ms {
-            targets.push(Target::new(
+        Self::from_spec(&ModelSpec {
+            cadence_ms,
+            schedule: None,
+            lookbacks_ms: lookbacks_ms.to_vec(),
+            start_ms,
+            offset_ms: 0,
+            split_ms: None,
+        })
+    }
+
+    /// The model a spec describes.
+    pub fn from_spec(spec: &ModelSpec) -> Self {
+        let start_ms = spec.start_ms;
+        let mut targets = vec![Target::split(
+            Watermark::MaxEventTs,
+            start_ms,
+            spec.split_ms,
+        )];
+        for lb in &spec.lookbacks_ms {
+            targets.push(Target::split(
                 Watermark::MaxEventTsLookback { lookback_ms: *lb },
                 start_ms,
+                spec.split_ms,
             ));
         }
-        targets.push(Target::new(Watermark::SnapshotId, start_ms));
-        Model {
-            cadence_ms,
+        targets.push(Target::split(
+            Watermark::SnapshotId,
+            start_ms,
+            spec.split_ms,
+        ));
+        let mut m = Model {
+            cadence_ms: spec.cadence_ms,
+            schedule: spec.schedule,
             consumed: None,
             targets,
             runs: 0,
-            next_run_ms: start_ms + cadence_ms,
+            next_run_ms: 0,
             last_run_ms: None,
+            run_log: Vec::new(),
+        };
+        let first = start_ms + spec.offset_ms;
+        m.next_run_ms = first + m.cadence_at(first);
+        m
+    }
+
+    /// The interval after a run at `t`.
+    pub fn cadence_at(&self, t: i64) -> i64 {
+        match self.schedule {
+            Some(s) if t < s.switch_ms => s.before_ms,
+            _ => self.cadence_ms,
+        }
+    }
+
+    /// `15m`, or `1h→15m` for the story's model.
+    pub fn label(&self) -> String {
+        match self.schedule {
+            Some(s) => format!(
+                "{}→{}",
+                crate::args::format_duration_ms(s.before_ms),
+                crate::args::format_duration_ms(self.cadence_ms)
+            ),
+            None => crate::args::format_duration_ms(self.cadence_ms),
         }
     }
 
@@ -291,8 +375,9 @@ impl Model {
             self.consumed = through;
         }
         self.runs += 1;
+        self.run_log.push(now_ms);
         self.last_run_ms = Some(now_ms);
-        self.next_run_ms = now_ms + self.cadence_ms;
+        self.next_run_ms = now_ms + self.cadence_at(now_ms);
     }
 
     /// The target of one variant.
@@ -337,6 +422,7 @@ mod tests {
             first_weekday: 2, // Wednesday: Thursday brings a pallet
             days: 2,
             seed: 11,
+            big_pallet: None,
         };
         (cfg.clone(), cfg.start_ms)
     }

@@ -25,6 +25,8 @@ pub struct TideReport {
     /// (absent for the in-memory reference run).
     pub lake: Option<LakeReport>,
     pub cadences: Vec<CadenceReport>,
+    /// The story's model on its schedule, the pallet, the business, the bets.
+    pub story: Option<crate::story::StoryReport>,
     pub checks: Checks,
     pub notes: Vec<String>,
     /// Where the time went (wall clock: left out of the JSON and the tables, which must be the
@@ -60,6 +62,11 @@ pub struct ConfigReport {
     pub loader_every: String,
     pub cadences: Vec<String>,
     pub lookbacks: Vec<String>,
+    /// The story's model: `1h→15m`, changing at `change_on`.
+    pub story_schedule: String,
+    pub change_on: String,
+    /// The loader and the runs tick at this offset from midnight.
+    pub offset: String,
 }
 
 /// One writer's share of the source.
@@ -222,6 +229,14 @@ pub struct Checks {
     pub no_unexpected_repeats: bool,
     /// Every cadence consumed the same source rows.
     pub every_cadence_saw_every_row: bool,
+    /// The story's model lost no sale, reservation or return, and its GMV equals the source's.
+    pub story_loses_no_sale: bool,
+    /// The replay of the story's model over the recorded rows lost exactly what the model did.
+    pub replay_matches_the_model: bool,
+    /// Merge and append kept exactly the same events.
+    pub merge_and_append_lose_the_same_rows: bool,
+    /// A look-back of the longest transaction plus one interval lost nothing.
+    pub lossless_lookback_loses_nothing: bool,
 }
 
 fn pct(part: u64, whole: u64) -> f64 {
@@ -452,6 +467,7 @@ pub(crate) fn build(
     outcome: &Outcome,
     lake: Option<LakeReport>,
     days_of: DaysOf<'_>,
+    story_sql: Option<&crate::story::StorySql>,
 ) -> TideReport {
     let truth = &outcome.truth;
     let start = plan.generator.start_ms;
@@ -478,7 +494,12 @@ pub(crate) fn build(
         longest_transaction_rows: truth.longest_rows,
     };
     let mut cadences = Vec::new();
-    for (mi, m) in outcome.models.iter().enumerate() {
+    for (mi, m) in outcome
+        .models
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.schedule.is_none())
+    {
         let variants = m
             .targets
             .iter()
@@ -528,6 +549,7 @@ pub(crate) fn build(
     let a_losses: Vec<u64> = outcome
         .models
         .iter()
+        .filter(|m| m.schedule.is_none())
         .filter_map(|m| m.target(Watermark::MaxEventTs))
         .map(|t| source.rows.saturating_sub(t.len()))
         .collect();
@@ -557,6 +579,40 @@ pub(crate) fn build(
             .iter()
             .filter_map(|m| m.target(Watermark::SnapshotId))
             .all(|t| t.counts == truth.counts),
+        story_loses_no_sale: true,
+        replay_matches_the_model: true,
+        merge_and_append_lose_the_same_rows: true,
+        lossless_lookback_loses_nothing: true,
+    };
+    let story = outcome
+        .models
+        .iter()
+        .position(|m| m.schedule.is_some())
+        .and_then(|mi| {
+            let m = &outcome.models[mi];
+            let ti = m
+                .targets
+                .iter()
+                .position(|t| t.watermark == Watermark::MaxEventTs)?;
+            let name = crate::lakeio::target_name(m, Watermark::MaxEventTs);
+            crate::story::build(plan, outcome, &days_of(mi, ti), &name, story_sql)
+        });
+    let checks = Checks {
+        story_loses_no_sale: story.as_ref().is_none_or(|s| {
+            s.business.sales_lost == 0
+                && s.business.gmv_source_cents == s.business.gmv_model_cents
+                && s.lost_by_writer.first().is_some_and(|l| l.lost == 0)
+        }),
+        replay_matches_the_model: story
+            .as_ref()
+            .is_none_or(|s| s.bets.replay_matches_the_model),
+        merge_and_append_lose_the_same_rows: story
+            .as_ref()
+            .is_none_or(|s| s.bets.merge_and_append_lose_the_same_rows),
+        lossless_lookback_loses_nothing: story
+            .as_ref()
+            .is_none_or(|s| s.bets.lossless_lookback_lost == 0),
+        ..checks
     };
     let mut notes: Vec<String> = settled_notes.to_vec();
     notes.push(
@@ -582,10 +638,21 @@ pub(crate) fn build(
                 .iter()
                 .map(|c| format_duration_ms(*c))
                 .collect(),
+            story_schedule: format!(
+                "{}→{}",
+                format_duration_ms(plan.before_ms),
+                format_duration_ms(plan.after_ms)
+            ),
+            change_on: story
+                .as_ref()
+                .map(|s| s.change_at.clone())
+                .unwrap_or_default(),
+            offset: format_duration_ms(plan.offset_ms),
         },
         source,
         lake,
         cadences,
+        story,
         checks,
         notes,
         timings: Timings::default(),
@@ -594,7 +661,7 @@ pub(crate) fn build(
 
 // ---- Tables for people.
 
-fn n(x: u64) -> String {
+pub(crate) fn n(x: u64) -> String {
     let s = x.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -606,13 +673,13 @@ fn n(x: u64) -> String {
     out
 }
 
-fn money(cents: i64) -> String {
+pub(crate) fn money(cents: i64) -> String {
     let sign = if cents < 0 { "-" } else { "" };
     let c = cents.unsigned_abs();
     format!("{sign}€{}.{:02}", n(c / 100), c % 100)
 }
 
-fn new_table(header: &[&str]) -> Table {
+pub(crate) fn new_table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Disabled)
@@ -625,7 +692,7 @@ fn new_table(header: &[&str]) -> Table {
     t
 }
 
-fn lost_cell(l: &Loss) -> String {
+pub(crate) fn lost_cell(l: &Loss) -> String {
     format!("{} ({:.2}%)", n(l.lost), l.lost_pct)
 }
 
@@ -685,6 +752,82 @@ pub fn render_table(r: &TideReport) -> String {
         out.push_str(" (in-memory reference run, no lake).\n");
     }
 
+    if let Some(s) = &r.story {
+        crate::story::render_pallet(s, &mut out);
+    }
+    render_survival(r, &mut out);
+    if let Some(s) = &r.story {
+        crate::story::render_writers(s, &mut out);
+    }
+    render_who(r, &mut out);
+    render_cadences(r, &mut out);
+    if let Some(s) = &r.story {
+        crate::story::render_schedule(s, &mut out);
+        crate::story::render_business(s, &mut out);
+        crate::story::render_reconciliation(s, &mut out);
+    }
+    render_reconciliation(r, &mut out);
+    if let Some(s) = &r.story {
+        crate::story::render_bets(s, &mut out);
+        crate::story::render_against(s, &mut out);
+    }
+
+    let ck = &r.checks;
+    out.push_str("\nChecks\n");
+    for (ok, what) in [
+        (
+            ck.snapshot_watermark_loses_nothing,
+            "(b) snapshot-id watermark lost no row at any cadence",
+        ),
+        (
+            ck.one_row_transactions_lose_nothing,
+            "(a) lost no one-row transaction and no sale at any cadence",
+        ),
+        (
+            ck.loss_grows_as_cadence_shortens,
+            "(a)'s loss grows as the cadence shortens",
+        ),
+        (
+            ck.every_cadence_saw_every_row,
+            "every cadence consumed the same source rows",
+        ),
+        (
+            ck.no_unexpected_repeats,
+            "no variant re-read a row it had consumed",
+        ),
+        (
+            ck.story_loses_no_sale,
+            "the story's model lost no sale, reservation or return and no one-row event; its GMV is the source's to the cent",
+        ),
+        (
+            ck.replay_matches_the_model,
+            "the replay of the story's schedule over the same rows lost exactly what the lake's model lost",
+        ),
+        (
+            ck.merge_and_append_lose_the_same_rows,
+            "merge and append lost exactly the same rows (with and without look-back)",
+        ),
+        (
+            ck.lossless_lookback_loses_nothing,
+            "a look-back of the longest transaction plus one interval lost nothing",
+        ),
+    ] {
+        out.push_str(&format!(
+            "  [{}] {what}\n",
+            if ok { "ok" } else { "FAILED" }
+        ));
+    }
+    if !r.notes.is_empty() {
+        out.push_str("\nNotes\n");
+        for note in &r.notes {
+            out.push_str(&format!("  - {}\n", note.replace('\n', "\n      ")));
+        }
+    }
+    out
+}
+
+fn render_cadences(r: &TideReport, out: &mut String) {
+    let c = &r.config;
     out.push_str("\nRows lost per cadence — same source rows every time\n");
     let lb: Vec<String> = c
         .lookbacks
@@ -759,7 +902,9 @@ pub fn render_table(r: &TideReport) -> String {
             out.push_str(&l);
         }
     }
+}
 
+fn render_who(r: &TideReport, out: &mut String) {
     out.push_str("\nWho loses under (a) max(event_ts)\n");
     let mut t = new_table(&[
         "cadence",
@@ -789,7 +934,9 @@ pub fn render_table(r: &TideReport) -> String {
         }
     }
     out.push_str(&format!("{t}\n"));
+}
 
+fn render_survival(r: &TideReport, out: &mut String) {
     out.push_str("\nSurvival under (a) by transaction length: measured vs interval ÷ (2 × duration) (1 − duration ÷ (2 × interval) when shorter)\n");
     let mut header = vec!["duration".to_string(), "transactions".to_string()];
     for cr in &r.cadences {
@@ -849,7 +996,9 @@ pub fn render_table(r: &TideReport) -> String {
             s.longer_standard_error_pp
         ));
     }
+}
 
+fn render_reconciliation(r: &TideReport, out: &mut String) {
     out.push_str("\nDaily reconciliation: source count − model count per day (expected 0)\n");
     let mut t = new_table(&[
         "target",
@@ -885,43 +1034,6 @@ pub fn render_table(r: &TideReport) -> String {
             l.target_tables.len(),
         ));
     }
-
-    let ck = &r.checks;
-    out.push_str("\nChecks\n");
-    for (ok, what) in [
-        (
-            ck.snapshot_watermark_loses_nothing,
-            "(b) snapshot-id watermark lost no row at any cadence",
-        ),
-        (
-            ck.one_row_transactions_lose_nothing,
-            "(a) lost no one-row transaction and no sale at any cadence",
-        ),
-        (
-            ck.loss_grows_as_cadence_shortens,
-            "(a)'s loss grows as the cadence shortens",
-        ),
-        (
-            ck.every_cadence_saw_every_row,
-            "every cadence consumed the same source rows",
-        ),
-        (
-            ck.no_unexpected_repeats,
-            "no variant re-read a row it had consumed",
-        ),
-    ] {
-        out.push_str(&format!(
-            "  [{}] {what}\n",
-            if ok { "ok" } else { "FAILED" }
-        ));
-    }
-    if !r.notes.is_empty() {
-        out.push_str("\nNotes\n");
-        for note in &r.notes {
-            out.push_str(&format!("  - {}\n", note.replace('\n', "\n      ")));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

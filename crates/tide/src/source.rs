@@ -17,6 +17,13 @@ pub struct Counts {
     pub gmv_cents: i64,
     /// Rows by day of `event_ts` (0 = the window's first day).
     pub per_day: BTreeMap<i64, u64>,
+    /// From this instant on (by `event_ts`) rows are also counted in `after` (the story's
+    /// schedule change); `None`: not split.
+    pub split_ms: Option<i64>,
+    /// Rows with `event_ts` at or after `split_ms`, by [`TxKind`] × [`EventType`].
+    pub after: [[u64; 6]; 3],
+    /// Sum of `price_cents` over `sold` rows at or after `split_ms`.
+    pub after_gmv_cents: i64,
 }
 
 impl Counts {
@@ -25,6 +32,12 @@ impl Counts {
         self.by_kind_type[row.writer().index()][row.event_type.index()] += 1;
         if row.event_type == EventType::Sold {
             self.gmv_cents += row.price_cents;
+        }
+        if self.split_ms.is_some_and(|s| row.event_ts_ms >= s) {
+            self.after[row.writer().index()][row.event_type.index()] += 1;
+            if row.event_type == EventType::Sold {
+                self.after_gmv_cents += row.price_cents;
+            }
         }
         *self
             .per_day
@@ -35,6 +48,29 @@ impl Counts {
     /// All rows.
     pub fn rows(&self) -> u64 {
         self.by_kind_type.iter().flatten().sum()
+    }
+
+    /// Counts that also split at `split_ms` (`None`: no split).
+    pub fn split_at(split_ms: Option<i64>) -> Self {
+        Counts {
+            split_ms,
+            ..Counts::default()
+        }
+    }
+
+    /// Rows at or after the split, by `kind` (`None`: all).
+    pub fn after_kind(&self, kind: Option<TxKind>) -> u64 {
+        self.after
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| kind.is_none_or(|k| k.index() == *i))
+            .flat_map(|(_, r)| r.iter())
+            .sum()
+    }
+
+    /// Rows at or after the split of `event_type`.
+    pub fn after_event_type(&self, t: EventType) -> u64 {
+        self.after.iter().map(|k| k[t.index()]).sum()
     }
 
     /// Rows written by `kind`.
@@ -85,6 +121,11 @@ pub struct SourceTruth {
     /// The longest transaction and its rows.
     pub longest_ms: i64,
     pub longest_rows: u32,
+    /// The pallet placed by hand (the story's 27 August pallet): the transaction, its start and
+    /// its commit.
+    pub big_pallet: Option<(TxInfo, i64, i64)>,
+    /// Every pallet: the transaction and its commit (for the losses per pallet).
+    pub pallets: Vec<(TxInfo, i64)>,
 }
 
 impl SourceTruth {
@@ -94,18 +135,22 @@ impl SourceTruth {
             self.counts.add(r, start_ms);
         }
         let rows = u32::try_from(tx.rows.len()).unwrap_or(u32::MAX);
+        let info = TxInfo {
+            kind: tx.kind,
+            first_event_id: tx.rows.first().map_or(0, |r| r.event_id),
+            rows,
+            duration_ms: tx.duration_ms(),
+        };
         if rows == 1 {
             self.one_row_transactions += 1;
         } else {
-            self.multi_row.insert(
-                tx.tx_id,
-                TxInfo {
-                    kind: tx.kind,
-                    first_event_id: tx.rows.first().map_or(0, |r| r.event_id),
-                    rows,
-                    duration_ms: tx.duration_ms(),
-                },
-            );
+            self.multi_row.insert(tx.tx_id, info);
+        }
+        if tx.kind == TxKind::Wholesale {
+            self.pallets.push((info, tx.commit_ms));
+            if tx.placed_by_hand {
+                self.big_pallet = Some((info, tx.start_ms, tx.commit_ms));
+            }
         }
         if tx.duration_ms() > self.longest_ms {
             self.longest_ms = tx.duration_ms();
@@ -155,6 +200,12 @@ impl Visibility {
             start_ms,
             truth: SourceTruth::default(),
         }
+    }
+
+    /// Also count the rows at or after `split_ms` (the schedule change) apart.
+    pub fn with_split(mut self, split_ms: Option<i64>) -> Self {
+        self.truth.counts.split_ms = split_ms;
+        self
     }
 
     /// Every row that became visible at or before `t` and was not taken yet, in visibility order
