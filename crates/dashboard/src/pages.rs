@@ -299,11 +299,27 @@ pub fn top(view: &View, path: &str) -> String {
             1 => String::new(),
             n => format!(" ({n} runs in a row)"),
         };
+        let is_latest = view
+            .latest
+            .as_ref()
+            .is_some_and(|l| l.number() == shown.number());
+        let headline = if is_latest {
+            format!(
+                "The last run (as of {}) was blocked{more}: gold still shows the build as of {}.",
+                stamp(last.as_of),
+                stamp(r.as_of)
+            )
+        } else {
+            format!(
+                "The run after this publish (as of {}) was blocked{more}: gold kept showing the build as of {} until the next publish.",
+                stamp(last.as_of),
+                stamp(r.as_of)
+            )
+        };
         let _ = write!(
             out,
-            r#"<div class="banner" id="blocked"><strong>The last run (as of {}) was blocked{more}: gold still shows the build as of {}.</strong>{}<a href="{}">See its audits</a>.</div>"#,
-            escape(&stamp(last.as_of)),
-            escape(&stamp(r.as_of)),
+            r#"<div class="banner" id="blocked"><strong>{}</strong>{}<a href="{}">See its audits</a>.</div>"#,
+            escape(&headline),
             blocking_reasons(last),
             escape(&view.link("/audits", None))
         );
@@ -924,6 +940,7 @@ mod tests {
             html.contains("id=\"blocked\""),
             "publish 1 was followed by a block"
         );
+        assert!(html.contains("The run after this publish (as of 2026-08-17 12:00 UTC) was blocked: gold kept showing the build as of 2026-08-16 12:00 UTC until the next publish."));
     }
 
     #[test]

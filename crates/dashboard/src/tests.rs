@@ -258,3 +258,51 @@ async fn a_blocked_build_on_audit_never_reaches_a_page() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(html.contains("nothing was published at or before 2026-07-01 23:59 UTC"));
 }
+
+/// One raw HTTP/1.1 GET: the status line and headers, lower-cased.
+async fn raw_get(addr: std::net::SocketAddr, path: &str, auth: Option<&str>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let auth = auth
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .expect("write");
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.expect("read");
+    String::from_utf8_lossy(&out).to_lowercase()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_token_every_page_asks_for_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lake = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse"))
+        .expect("lake");
+    let app = router(
+        lake,
+        Options {
+            landing: None,
+            token: Some("s3cret".into()),
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let refused = raw_get(addr, "/audits", None).await;
+    assert!(refused.starts_with("http/1.1 401"), "{refused}");
+    assert!(refused.contains("www-authenticate: basic realm=\"sugarshack\""));
+    let wrong = raw_get(addr, "/", Some("Basic YW55b25lOndyb25n")).await;
+    assert!(wrong.starts_with("http/1.1 401"), "{wrong}");
+    let ok = raw_get(addr, "/", Some("Basic YW55b25lOnMzY3JldA==")).await;
+    assert!(ok.starts_with("http/1.1 200"), "{ok}");
+    assert!(ok.contains("content-type: text/html; charset=utf-8"));
+    assert!(ok.contains("nothing published yet"));
+    let bad = raw_get(addr, "/bridge?month=13", Some("Bearer s3cret")).await;
+    assert!(bad.starts_with("http/1.1 400"), "{bad}");
+    server.abort();
+}
