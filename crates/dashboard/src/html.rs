@@ -138,11 +138,11 @@ details.sql{display:block;font-size:.8rem;color:var(--soft)}
 details.sql summary{cursor:pointer;width:max-content}
 code.cmd{display:block;white-space:pre-wrap;word-break:break-word;background:#f1f3f4;border:1px solid var(--line);border-radius:4px;padding:.3rem .4rem;margin:.2rem 0;color:var(--ink);user-select:all}
 .chart{display:block;max-width:100%;height:auto;background:var(--card);border:1px solid var(--line);border-radius:8px}
-.chart .bar{fill:#2f7f9f}.chart .bar.neg{fill:var(--block)}.chart .bar.pos{fill:var(--ok)}.chart .bar.total{fill:#24323a}
+.chart .bar{fill:#2f7f9f}.chart .bar.neg{fill:var(--block)}.chart .bar.pos{fill:var(--ok)}.chart .bar.total{fill:#24323a}.chart .bar.dim{opacity:.4}
 .chart .grid{stroke:#e6eaec}.chart .zero{stroke:#7a868d}
 .chart text{font-size:11px;fill:var(--soft)}.chart .label,.chart .value{font-size:12px;fill:var(--ink)}
-.chart .line{fill:none;stroke-width:2.5}.chart .line.a,.chart .dot.a,.chart .key.a{stroke:#2f7f9f;fill:#2f7f9f}.chart .line.b,.chart .dot.b,.chart .key.b{stroke:#c2410c;fill:#c2410c}
-.chart polyline.line{fill:none}.chart .note{font-size:14px}
+.chart .line{fill:none;stroke-width:2.5}.chart .line.a{stroke:#2f7f9f}.chart .line.b{stroke:#c2410c}
+.chart .dot.a,.chart .key.a{fill:#2f7f9f}.chart .dot.b,.chart .key.b{fill:#c2410c}.chart .note{font-size:14px}
 .scroll{overflow-x:auto}
 table{border-collapse:collapse;width:100%;background:var(--card);font-size:.92rem}
 th,td{border-bottom:1px solid var(--line);padding:.35rem .5rem;text-align:left;vertical-align:top}

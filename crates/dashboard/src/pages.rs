@@ -198,13 +198,15 @@ impl Series {
         m
     }
 
-    fn chart(&self, title: &str) -> String {
+    /// The series as bars, the month's days in full colour and the others lighter.
+    fn chart(&self, title: &str, month: Month) -> String {
         let bars: Vec<Bar> = self
             .points
             .iter()
             .map(|(d, v)| Bar {
                 label: d.format("%m-%d").to_string(),
                 value: *v,
+                dim: Month::of(*d) != month,
             })
             .collect();
         let every = bars.len().div_ceil(12).max(1);
@@ -412,14 +414,16 @@ pub fn render_revenue(view: &View, data: &Revenue) -> String {
     );
     let _ = write!(
         out,
-        r#"<h2>Daily cash, by processor date</h2><p class="muted">What the processor booked each UTC day, net of refunds, in CAD: what finance reconciles with the settlements. The as-of's own day is only partly in.</p>{}{}"#,
-        data.daily_cash.chart("Daily cash by processor date"),
+        r#"<h2>Daily cash, by processor date</h2><p class="muted">What the processor booked each UTC day, net of refunds, in CAD: what finance reconciles with the settlements. {m}'s days in full colour; the as-of's own day is only partly in.</p>{}{}"#,
+        data.daily_cash
+            .chart("Daily cash by processor date", data.month),
         sql_details(&data.daily_cash.command)
     );
     let _ = write!(
         out,
         r#"<h2>Order revenue, by order date</h2><p class="muted">Each order's payments and refunds on the day (Halifax time) the customer ordered, in CAD: what product uses. A refund next month changes this month's bars.</p>{}{}"#,
-        data.order_revenue.chart("Order revenue by order date"),
+        data.order_revenue
+            .chart("Order revenue by order date", data.month),
         sql_details(&data.order_revenue.command)
     );
     // The numbers behind the charts, day by day.
@@ -668,6 +672,8 @@ pub struct TimeTravel {
     pub answers: Vec<Answer>,
     /// How many publishes the answers were picked from.
     pub of: usize,
+    /// True when they are the publishes after the month ended; false: during it.
+    pub ended: bool,
 }
 
 /// At most this many rows in the two-answers table.
@@ -705,11 +711,28 @@ impl TimeTravel {
             value: month.to_string(),
             why: "not a month".into(),
         })?;
-        let candidates: Vec<Published> = log
+        // The month's answers after it ended, when there are any (what the story weighs: cash
+        // settles, orders keep moving); while it is still running, as it went.
+        let end = month
+            .next()
+            .start()
+            .ok_or_else(|| DashboardError::BadParam {
+                name: "month",
+                value: month.to_string(),
+                why: "no next month".into(),
+            })?;
+        let upto: Vec<Published> = log
             .publishes()
             .into_iter()
-            .filter(|p| p.record().seq <= shown.record().seq && p.as_of() >= start)
+            .filter(|p| p.record().seq <= shown.record().seq)
             .collect();
+        let after: Vec<Published> = upto.iter().filter(|p| p.as_of() >= end).cloned().collect();
+        let ended = !after.is_empty();
+        let candidates = if ended {
+            after
+        } else {
+            upto.into_iter().filter(|p| p.as_of() >= start).collect()
+        };
         let mut answers = Vec::new();
         for p in thin(&candidates, MAX_ANSWERS) {
             let here = if p.number() == shown.number() {
@@ -730,6 +753,7 @@ impl TimeTravel {
             months,
             answers,
             of: candidates.len(),
+            ended,
         })
     }
 }
@@ -743,14 +767,21 @@ pub fn render_time_travel(view: &View, data: &TimeTravel) -> String {
     let _ = write!(
         out,
         r#"<h2>Two right answers for {m}</h2><p class="muted">{m}'s cash (by the processor's UTC day, what finance reconciles) and its orders (by the Halifax day the customer ordered, what product uses), as each publish saw them: cash settles, orders keep moving as refunds of the month's orders arrive. {}</p>"#,
-        if data.of > data.answers.len() {
-            format!(
-                "{} of the {} publishes since {m} began, evenly spaced.",
-                data.answers.len(),
-                data.of
-            )
-        } else {
-            String::new()
+        {
+            let which = if data.ended {
+                format!("publishes after {m} ended")
+            } else {
+                format!("publishes since {m} began (it has not ended at this publish)")
+            };
+            if data.of > data.answers.len() {
+                format!(
+                    "{} of the {} {which}, evenly spaced.",
+                    data.answers.len(),
+                    data.of
+                )
+            } else {
+                format!("Every one of the {which}.")
+            }
         }
     );
     let xs: Vec<String> = data

@@ -24,6 +24,8 @@ const BOTTOM: f64 = 28.0;
 pub struct Bar {
     pub label: String,
     pub value: i64,
+    /// Drawn lighter (outside the month a page is about).
+    pub dim: bool,
 }
 
 /// A "nice" step (1, 2 or 5 × a power of ten) so that `range` spans about `ticks` steps.
@@ -103,7 +105,12 @@ pub fn bar_chart(title: &str, bars: &[Bar], label_every: usize) -> String {
     for (i, b) in bars.iter().enumerate() {
         let x = LEFT + slot * i as f64 + (slot - bar_w) / 2.0;
         let (top, bottom) = (y(b.value.max(0)), y(b.value.min(0)));
-        let class = if b.value < 0 { "bar neg" } else { "bar" };
+        let class = match (b.value < 0, b.dim) {
+            (true, false) => "bar neg",
+            (true, true) => "bar neg dim",
+            (false, false) => "bar",
+            (false, true) => "bar dim",
+        };
         let _ = write!(
             out,
             r#"<rect class="{class}" x="{x:.1}" y="{top:.1}" width="{bar_w:.1}" height="{:.1}"><title>{}: {}</title></rect>"#,
@@ -164,7 +171,8 @@ pub fn line_chart(title: &str, xs: &[String], lines: &[Line]) -> String {
     let x = |i: usize| LEFT + slot * i as f64 + slot / 2.0;
     let label_every = n.div_ceil(8).max(1);
     for (i, label) in xs.iter().enumerate() {
-        if i % label_every == 0 || i + 1 == n {
+        // Every k-th label and the last; one too close to the last gives way to it.
+        if i + 1 == n || (i % label_every == 0 && n - 1 - i >= label_every) {
             let _ = write!(
                 out,
                 r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
@@ -335,17 +343,19 @@ mod tests {
             Bar {
                 label: "08-16".into(),
                 value: 147_950_222,
+                dim: false,
             },
             Bar {
                 label: "<script>".into(),
                 value: -1_234,
+                dim: true,
             },
         ];
         let svg = bar_chart("cash & more", &bars, 1);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
         assert_eq!(svg.matches("<rect").count(), 2);
         assert!(svg.contains("<title>08-16: C$1,479,502.22</title>"));
-        assert!(svg.contains("class=\"bar neg\""));
+        assert!(svg.contains("class=\"bar neg dim\""));
         assert!(svg.contains("&lt;script&gt;: -C$12.34"));
         assert!(!svg.contains("<script>"));
         assert!(svg.contains("aria-label=\"cash &amp; more\""));
