@@ -143,7 +143,7 @@ code.cmd{display:block;white-space:pre-wrap;word-break:break-word;background:#f1
 .chart text{font-size:11px;fill:var(--soft)}.chart .label,.chart .value{font-size:12px;fill:var(--ink)}
 .chart .line{fill:none;stroke-width:2.5}.chart .line.a{stroke:#2f7f9f}.chart .line.b{stroke:#c2410c}
 .chart .dot.a,.chart .key.a{fill:#2f7f9f}.chart .dot.b,.chart .key.b{fill:#c2410c}.chart .note{font-size:14px}
-.scroll{overflow-x:auto}
+.scroll{overflow-x:auto}.wide{min-width:560px}
 table{border-collapse:collapse;width:100%;background:var(--card);font-size:.92rem}
 th,td{border-bottom:1px solid var(--line);padding:.35rem .5rem;text-align:left;vertical-align:top}
 td.r,th.r{text-align:right}

@@ -610,7 +610,12 @@ pub fn render_bridge(view: &View, data: &Bridge) -> String {
         label: "gold.mart_daily_cash".into(),
         value: c.gold_minor,
     });
-    out.push_str(&svg::waterfall(&format!("{m} bridge"), &steps));
+    // On a phone the waterfall keeps a readable width and scrolls sideways.
+    let _ = write!(
+        out,
+        r#"<div class="scroll"><div class="wide">{}</div></div>"#,
+        svg::waterfall(&format!("{m} bridge"), &steps)
+    );
     out.push_str(r#"<div class="scroll"><table id="bridge"><thead><tr><th></th><th class="r">change</th><th class="r">running total</th></tr></thead><tbody>"#);
     let _ = write!(
         out,
