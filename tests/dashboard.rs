@@ -450,6 +450,25 @@ fn the_dashboard_shows_only_graded_numbers_in_a_real_browser() {
     screenshot(&format!("{base}/time-travel"), "time-travel", 1280, 1600);
     // On a phone.
     screenshot(&format!("{base}/"), "revenue-phone", 390, 1400);
+
+    // A rollback is a publish of earlier snapshots: publish 3 shows publish 1's build and
+    // numbers, and the audits page says why.
+    let reason = "the morning's FX file was wrong";
+    let o = sugarshack(dir, &["rollback", "--to", "1", "--reason", reason], &[]);
+    assert!(o.status.success(), "rollback: {}", text(&o.stderr));
+    let rolled = dom(&format!("{base}/"));
+    assert!(
+        rolled.contains(&format!("data-publish=\"3\">{}<", log[0].2)),
+        "publish 3, as of publish 1's as-of"
+    );
+    assert_eq!(figure(&rolled, "month-cash").0, cash_1);
+    let audits = dom(&format!("{base}/audits"));
+    assert!(audits.contains("rolled back"), "the status");
+    assert!(
+        audits.contains(&format!("to publish 1: {reason}")),
+        "the reason"
+    );
+    assert_eq!(audits.matches("<tr data-seq=").count(), 4);
 }
 
 /// Minor units as the page prints them: `147950222` → `C$1,479,502.22`.
