@@ -345,7 +345,7 @@ pub async fn begin(
 pub struct SourceIntake {
     /// `orders`, `payments`, …
     pub source: String,
-    /// Rows that arrived since the last publish.
+    /// Rows that arrived since the last publish (CSV header lines are not counted).
     pub rows: u64,
     /// Of those, how many went to quarantine, by reason.
     pub quarantined: BTreeMap<String, u64>,
