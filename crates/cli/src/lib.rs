@@ -222,7 +222,8 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8181")]
         addr: std::net::SocketAddr,
         /// Require `Authorization: Bearer <token>` on every request (needed for a non-loopback
-        /// address).
+        /// address); the dashboard's pages also take it as an HTTP Basic password (a browser
+        /// asks for it; any user name).
         #[arg(long, env = "SUGARSHACK_REST_TOKEN", hide_env_values = true)]
         token: Option<String>,
         /// Refuse every request that would change the catalog.
