@@ -1066,25 +1066,36 @@ async fn part1(
         rows_out.push(
             Row::new(
                 &section,
-                "time-travel read (scan, count + sum)",
+                "time-travel read, all columns",
                 Unit::Ms,
                 &ms(&lr.scan_s),
             )
             .peer("pyiceberg", &ms(&f64s(py, "time_travel_s")?))
             .target_ratio(5.0)
             .note(format!(
-                "{picks} snapshots of audit, all columns read: lake Table::scan, pyiceberg scan().to_arrow()"
+                "{picks} snapshots of audit, every row and column read, then count + sum(amount): lake Table::scan, pyiceberg scan().to_arrow()"
             )),
         );
         rows_out.push(
             Row::new(
                 &section,
-                "time-travel read (SQL count, sum)",
+                "time-travel count + sum(amount)",
+                Unit::Ms,
+                &ms(&lr.sql_s),
+            )
+            .peer("pyiceberg", &ms(&f64s(py, "time_travel_column_s")?))
+            .target_ratio(5.0)
+            .note("the amount column alone: lake SQL (register_table at the snapshot + DataFusion), pyiceberg scan(selected_fields=(amount,))"),
+        );
+        rows_out.push(
+            Row::new(
+                &section,
+                "time-travel count + sum(amount), vs DuckDB",
                 Unit::Ms,
                 &ms(&lr.sql_s),
             )
             .peer("DuckDB iceberg_scan", &ms(&f64s(duck, "time_travel_s")?))
-            .note("lake: register_table at the snapshot + DataFusion; DuckDB: iceberg_scan(metadata, snapshot_from_id)"),
+            .note("DuckDB: SELECT count(*), sum(amount) FROM iceberg_scan(metadata, snapshot_from_id => id)"),
         );
         rows_out.push(
             Row::new(
@@ -1112,14 +1123,21 @@ async fn part1(
         };
         for (who, v) in peers_read {
             let theirs = pairs(&v["checks"])?;
-            if theirs.len() != lr.checks.len() {
+            // pyiceberg reads every snapshot twice (all columns, then amount alone).
+            let ours = if who == "pyiceberg" {
+                [lr.checks.clone(), lr.checks.clone()].concat()
+            } else {
+                lr.checks.clone()
+            };
+            let listed: Vec<i64> = snapshots.iter().chain(snapshots.iter()).copied().collect();
+            if theirs.len() != ours.len() {
                 checks.failed.push(format!(
                     "{section}: {who} read {} snapshots, lake {}",
                     theirs.len(),
-                    lr.checks.len()
+                    ours.len()
                 ));
             }
-            for ((s, ours), theirs) in snapshots.iter().zip(&lr.checks).zip(&theirs) {
+            for ((s, ours), theirs) in listed.iter().zip(&ours).zip(&theirs) {
                 checks.same(
                     &format!("{section}: snapshot {s} read by {who}"),
                     *ours,
