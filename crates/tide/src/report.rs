@@ -615,6 +615,22 @@ pub(crate) fn build(
         ..checks
     };
     let mut notes: Vec<String> = settled_notes.to_vec();
+    if story.is_some() {
+        notes.push(format!(
+            "the story's model runs every {} until the change and every {} from it, at {} past the hour like the loader (the story's runs at :04, :19, :34, :49); it is materialized on the lake as tide.fct_listing_event_story_a and _b (plus one target per look-back)",
+            format_duration_ms(plan.before_ms),
+            format_duration_ms(plan.after_ms),
+            format_duration_ms(plan.offset_ms)
+        ));
+        notes.push(
+            "the bets are replayed after the run over the rows bronze delivered, in load order, at the story model's own run instants (nothing regenerated, nothing written): append keeps every selected copy, merge one per event_id; microbatch rebuilds, every run, the batches from (the batch holding the run) − lookback on, from every row visible then, and its first run builds everything; \"after the change\" counts the rows stamped from the change on, and the writes of those rows"
+                .to_string(),
+        );
+        notes.push(
+            "the catalogue: a listing is live in the shop at an instant when it was created before it and neither sold nor delisted before it; missing = live in the shop and not live in the model (its creation was never recorded); its listed value is its last price (creation or price change) before the instant; the story's own count nets out the model's extras (delists never recorded)"
+                .to_string(),
+        );
+    }
     notes.push(
         "(a) reads only the rows that became visible since its previous run (the snapshots after its last one), \
          filtered by event_ts > max(event_ts); this selects exactly what a full scan with the same filter, merged \

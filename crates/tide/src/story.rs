@@ -121,8 +121,11 @@ pub struct StoryReconciliation {
     pub before: Reconciliation,
     pub after: Reconciliation,
     pub worst_day: Option<DayCount>,
-    /// How unusual the worst day's model count looks: its distance from the mean of the model's
-    /// daily counts, in standard deviations (positive: above the mean).
+    /// The worst day's missing rows in standard deviations of the source's daily counts (the
+    /// story: 2.35 — the loss hides inside the series' ordinary swing).
+    pub worst_day_missing_sd: Option<f64>,
+    /// The worst day's model count against the model's daily series: (count − mean) ÷ standard
+    /// deviation (how unremarkable the day looks in the warehouse).
     pub worst_day_model_z: Option<f64>,
 }
 
@@ -596,22 +599,27 @@ pub(crate) fn build(
     type Days = BTreeMap<i64, (u64, u64)>;
     let (pre, post): (Days, Days) = story_days.iter().partition(|(d, _)| **d < split_day);
     let all = reconciliation(start, story_days);
-    let model_counts: Vec<f64> = story_days.values().map(|(_, m)| *m as f64).collect();
-    let mean = model_counts.iter().sum::<f64>() / model_counts.len().max(1) as f64;
-    let sd = (model_counts.iter().map(|x| (x - mean).powi(2)).sum::<f64>()
-        / model_counts.len().max(1) as f64)
-        .sqrt();
-    let worst_day_model_z = all
-        .worst_day
-        .as_ref()
-        .filter(|_| sd > 0.0)
-        .map(|w| round3((w.model_rows as f64 - mean) / sd));
+    let mean_sd = |xs: Vec<f64>| {
+        let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len().max(1) as f64;
+        (mean, var.sqrt())
+    };
+    let (_, src_sd) = mean_sd(story_days.values().map(|(s, _)| *s as f64).collect());
+    let (m_mean, m_sd) = mean_sd(story_days.values().map(|(_, m)| *m as f64).collect());
+    let worst = all.worst_day.as_ref();
+    let worst_day_missing_sd = worst
+        .filter(|_| src_sd > 0.0)
+        .map(|w| round3(w.missing as f64 / src_sd));
+    let worst_day_model_z = worst
+        .filter(|_| m_sd > 0.0)
+        .map(|w| round3((w.model_rows as f64 - m_mean) / m_sd));
     let reconciliation = StoryReconciliation {
         target: story_target.to_string(),
         sql: sql.map(|s| s.sql.clone()).unwrap_or_default(),
         before: reconciliation(start, &pre),
         after: reconciliation(start, &post),
         worst_day: all.worst_day,
+        worst_day_missing_sd,
         worst_day_model_z,
     };
 
@@ -780,6 +788,9 @@ fn against_the_story(r: &StoryReport, outcome: &Outcome, rows: u64) -> Vec<Compa
     );
     if let Some(w) = &rc.worst_day {
         add("worst day: rows missing", 11_050.0, w.missing as f64);
+    }
+    if let Some(z) = rc.worst_day_missing_sd {
+        add("… in standard deviations of the daily series", 2.35, z);
     }
     let bets = &r.bets;
     if let Some(lb) = bets
@@ -1051,11 +1062,14 @@ pub(crate) fn render_reconciliation(s: &StoryReport, out: &mut String) {
             .map(|d| d.format("%A").to_string())
             .unwrap_or_default();
         out.push_str(&format!(
-            "Worst day {} ({weekday}): {} rows in the source, {} in the model, {} missing; the model's count is {} standard deviations from the mean of its daily counts.\n",
+            "Worst day {} ({weekday}): {} rows in the source, {} in the model, {} missing — {} standard deviations of the source's daily counts; the model's count sits {} standard deviations from the mean of its own.\n",
             w.day,
             n(w.source_rows),
             n(w.model_rows),
             n(w.missing),
+            rc.worst_day_missing_sd
+                .map(|z| format!("{z:.2}"))
+                .unwrap_or_else(|| "–".into()),
             rc.worst_day_model_z
                 .map(|z| format!("{z:+.2}"))
                 .unwrap_or_else(|| "–".into())
