@@ -51,14 +51,15 @@ async fn main() -> std::process::ExitCode {
     }
     let t = &report.timings;
     eprintln!(
-        "tide: {:.1?} in all: simulation {:.1?} (loader commits {:.1?}, expiry {:.1?}, model reads {:.1?}, target commits {:.1?}), reconciliation SQL {:.1?}",
+        "tide: {:.1?} in all: simulation {:.1?} (loader commits {:.1?}, expiry {:.1?}, model reads {:.1?}, target commits {:.1?}), reconciliation SQL {:.1?}, the story (business SQL, replays, report) {:.1?}",
         started.elapsed(),
         t.simulate,
         t.loader_commits,
         t.expiry,
         t.model_reads,
         t.target_commits,
-        t.reconcile
+        t.reconcile,
+        t.story
     );
     std::process::ExitCode::SUCCESS
 }

@@ -97,7 +97,11 @@ impl Plan {
             switch_ms: self.switch_ms,
             before_ms: self.before_ms,
         };
-        out.push(base(self.after_ms, Some(schedule)));
+        // The story's model on the lake: (a) and (b); its look-backs are replayed ([`crate::replay`]).
+        out.push(ModelSpec {
+            lookbacks_ms: Vec::new(),
+            ..base(self.after_ms, Some(schedule))
+        });
         out
     }
 }

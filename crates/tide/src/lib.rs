@@ -279,6 +279,7 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
         lakeio::story_sql(&example)
     ));
     // The story's business figures, from the lake's own tables.
+    let t0 = std::time::Instant::now();
     let story_sql = match outcome
         .models
         .iter()
@@ -310,6 +311,7 @@ pub async fn run_on(args: &TideArgs, at: LakeAt, progress: bool) -> Result<TideR
         target_commits: sink.t_flush,
         tidy: sink.t_tidy,
         reconcile,
+        story: t0.elapsed(),
     };
     Ok(report)
 }

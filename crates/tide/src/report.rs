@@ -50,6 +50,8 @@ pub struct Timings {
     pub tidy: std::time::Duration,
     /// The reconciliation SQL.
     pub reconcile: std::time::Duration,
+    /// The story's business SQL over the lake, and the report (with the replays of the bets).
+    pub story: std::time::Duration,
 }
 
 /// The run's settings.
@@ -617,7 +619,7 @@ pub(crate) fn build(
     let mut notes: Vec<String> = settled_notes.to_vec();
     if story.is_some() {
         notes.push(format!(
-            "the story's model runs every {} until the change and every {} from it, at {} past the hour like the loader (the story's runs at :04, :19, :34, :49); it is materialized on the lake as tide.fct_listing_event_story_a and _b (plus one target per look-back)",
+            "the story's model runs every {} until the change and every {} from it, at {} past the hour like the loader (the story's runs at :04, :19, :34, :49); it is materialized on the lake as tide.fct_listing_event_story_a and _b; its look-backs are replayed",
             format_duration_ms(plan.before_ms),
             format_duration_ms(plan.after_ms),
             format_duration_ms(plan.offset_ms)
