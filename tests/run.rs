@@ -593,6 +593,22 @@ fn season_plays_the_mornings_and_a_second_play_changes_nothing() {
         stdout(&o)
     };
     let before = log(dir);
+    // History: every record with the rows its graded tables held and how long its run took.
+    let h = sugarshack(dir, &["history", "--format", "json"], &[]);
+    assert!(h.status.success(), "{}", stderr(&h));
+    let h: serde_json::Value = serde_json::from_str(&stdout(&h)).expect("json");
+    let h = h.as_array().expect("records");
+    assert_eq!(h.len(), 19, "18 publishes and a block");
+    let rows: Vec<i64> = h.iter().filter_map(|r| r["rows"].as_i64()).collect();
+    assert_eq!(rows.len(), 19, "{h:?}");
+    assert!(
+        rows.windows(2).all(|w| w[1] >= w[0]) && rows[0] > 0,
+        "rows only grow: {rows:?}"
+    );
+    assert!(
+        h.iter().all(|r| r["took"].as_f64().is_some_and(|s| s > 0.0)),
+        "{h:?}"
+    );
     let again = sugarshack(dir, &["season", "--through", "2026-08-18T12:00"], &[]);
     assert_eq!(again.status.code(), Some(0));
     assert_eq!(

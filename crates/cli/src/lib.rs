@@ -1222,9 +1222,35 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
                 return Ok(());
             }
+            // Rows: every graded table's `total-records` at its graded snapshot (`-` once a
+            // snapshot has expired). Took: the run's start to its decision, as the run recorded.
+            let tables: std::collections::BTreeMap<String, lake::Table> =
+                shack::grade::layer_tables(&lake)
+                    .await?
+                    .into_iter()
+                    .map(|(name, _, t)| (name, t))
+                    .collect();
             let mut rows = Vec::with_capacity(log.len());
             for r in &log {
-                let version = shack::publish::publish_version(&lake, r).await?;
+                let info = shack::publish::publish_version_info(&lake, r).await?;
+                let version = info.as_ref().map(|v| v.version);
+                let took_ms: Option<i64> = info
+                    .as_ref()
+                    .and_then(|v| v.properties.get(shack::publish::PROP_TOOK_MS))
+                    .and_then(|ms| ms.parse().ok());
+                let total: Option<u64> = r
+                    .snapshots
+                    .iter()
+                    .map(|(name, id)| {
+                        let t = tables.get(name)?;
+                        t.snapshot(*id)
+                            .ok()?
+                            .summary
+                            .get("total-records")?
+                            .parse::<u64>()
+                            .ok()
+                    })
+                    .sum();
                 let audits: Vec<String> = if r.is_rollback() {
                     r.audits.iter().map(|a| a.reason.clone()).collect()
                 } else {
@@ -1240,6 +1266,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "as_of": r.as_of.format("%Y-%m-%d %H:%M UTC").to_string(),
                     "audits": if *format == Format::Json { serde_json::to_value(&r.audits)? } else { audits.join(", ").into() },
                     "tables": r.snapshots.len(),
+                    "rows": match (total, *format) {
+                        (Some(n), Format::Table) => shack::thousands(n).into(),
+                        (Some(n), _) => n.into(),
+                        (None, Format::Table) => "-".into(),
+                        (None, _) => serde_json::Value::Null,
+                    },
+                    "took": match (took_ms, *format) {
+                        (Some(ms), Format::Table) => format!("{:.1} s", ms as f64 / 1000.0).into(),
+                        (Some(ms), _) => (ms as f64 / 1000.0).into(),
+                        (None, Format::Table) => "-".into(),
+                        (None, _) => serde_json::Value::Null,
+                    },
                     "catalog_version": version,
                     "recorded_at": output::ms_to_utc(r.recorded_at_ms),
                 }));
@@ -1254,6 +1292,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "as_of",
                     "audits",
                     "tables",
+                    "rows",
+                    "took",
                     "catalog_version",
                     "recorded_at",
                 ],

@@ -86,6 +86,9 @@ pub const PROP_SEQ: &str = "sugarshack.publish.seq";
 pub const PROP_NUMBER: &str = "sugarshack.publish.number";
 /// Catalog-version property of a publish-log commit: `published` or `blocked`.
 pub const PROP_STATUS: &str = "sugarshack.publish.status";
+/// Catalog-version property of a publish or a block recorded by [`crate::run`]: how long the
+/// run took from its start to its decision, in milliseconds.
+pub const PROP_TOOK_MS: &str = "sugarshack.run.took-ms";
 
 /// How many times a publish that lost a commit race to an unrelated write is restaged.
 const RETRIES: u32 = 16;
@@ -222,6 +225,17 @@ fn stamp(t: DateTime<Utc>) -> String {
 /// (nothing committed; grade again); lake errors as [`ShackError::Lake`] (a `main` that is no
 /// longer an ancestor of the graded snapshot, after a rollback, is `NotFastForward`).
 pub async fn publish(catalog: &Catalog, grade: &Grade, now_ms: i64) -> Result<PublishOutcome> {
+    publish_run(catalog, grade, now_ms, None).await
+}
+
+/// [`publish`], recording how long the run took (`took_ms`, [`PROP_TOOK_MS`]) in the catalog
+/// version of the decision.
+pub async fn publish_run(
+    catalog: &Catalog,
+    grade: &Grade,
+    now_ms: i64,
+    took_ms: Option<i64>,
+) -> Result<PublishOutcome> {
     catalog
         .create_table_if_absent(LOG_TABLE, &log_schema(), &[])
         .await
@@ -296,6 +310,9 @@ pub async fn publish(catalog: &Catalog, grade: &Grade, now_ms: i64) -> Result<Pu
             (PROP_SEQ.to_string(), seq.to_string()),
             (PROP_STATUS.to_string(), record.status().to_string()),
         ]);
+        if let Some(ms) = took_ms {
+            props.insert(PROP_TOOK_MS.to_string(), ms.to_string());
+        }
         let (operation, message) = match publish_number {
             Some(n) => {
                 props.insert(PROP_NUMBER.to_string(), n.to_string());
@@ -547,6 +564,14 @@ pub async fn publish_at_or_before(
 /// The catalog version a log record landed in: the first version after its `base_version`
 /// whose commit carries its `seq` ([`PROP_SEQ`]). `None` when that version has been expired.
 pub async fn publish_version(catalog: &Catalog, record: &PublishRecord) -> Result<Option<u64>> {
+    Ok(publish_version_info(catalog, record).await?.map(|v| v.version))
+}
+
+/// The catalog version where `record` landed, with its properties ([`PROP_TOOK_MS`], …).
+pub async fn publish_version_info(
+    catalog: &Catalog,
+    record: &PublishRecord,
+) -> Result<Option<lake::CatalogVersion>> {
     let latest = catalog
         .latest_version_number()
         .await
@@ -558,7 +583,7 @@ pub async fn publish_version(catalog: &Catalog, record: &PublishRecord) -> Resul
                 if v.properties.get(PROP_SEQ) == Some(&want)
                     && v.changed.iter().any(|t| t == LOG_TABLE)
                 {
-                    return Ok(Some(n));
+                    return Ok(Some(v));
                 }
             }
             Err(LakeError::NoSuchVersion { .. }) => {}

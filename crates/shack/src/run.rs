@@ -171,6 +171,7 @@ pub async fn run(
     now_ms: i64,
     progress: &(dyn Progress + Sync),
 ) -> Result<RunReport> {
+    let run_started = std::time::Instant::now();
     let lake_err = |e| ShackError::lake("the catalog", e);
     // A publish says "gold as of T": the as-of of the lake's publishes never goes back.
     let last = publish::last_published(catalog).await?;
@@ -290,7 +291,8 @@ pub async fn run(
     } else {
         "publishing"
     });
-    let publish = publish::publish(catalog, &grade, now_ms).await?;
+    let took_ms = i64::try_from(run_started.elapsed().as_millis()).unwrap_or(i64::MAX);
+    let publish = publish::publish_run(catalog, &grade, now_ms, Some(took_ms)).await?;
     lap("publish");
     catalog.end_work(&mark).await.map_err(lake_err)?;
     if tap.orphans_kept == 0 {
