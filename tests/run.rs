@@ -606,7 +606,8 @@ fn season_plays_the_mornings_and_a_second_play_changes_nothing() {
         "rows only grow: {rows:?}"
     );
     assert!(
-        h.iter().all(|r| r["took"].as_f64().is_some_and(|s| s > 0.0)),
+        h.iter()
+            .all(|r| r["took"].as_f64().is_some_and(|s| s > 0.0)),
         "{h:?}"
     );
     let again = sugarshack(dir, &["season", "--through", "2026-08-18T12:00"], &[]);

@@ -564,7 +564,9 @@ pub async fn publish_at_or_before(
 /// The catalog version a log record landed in: the first version after its `base_version`
 /// whose commit carries its `seq` ([`PROP_SEQ`]). `None` when that version has been expired.
 pub async fn publish_version(catalog: &Catalog, record: &PublishRecord) -> Result<Option<u64>> {
-    Ok(publish_version_info(catalog, record).await?.map(|v| v.version))
+    Ok(publish_version_info(catalog, record)
+        .await?
+        .map(|v| v.version))
 }
 
 /// The catalog version where `record` landed, with its properties ([`PROP_TOOK_MS`], …).
