@@ -665,31 +665,39 @@ pub(crate) fn business_sql(target: &str, split_ms: i64) -> String {
 }
 
 /// Listings live in the shop at `cutoff_ms` (created before it, not sold or delisted before
-/// it), those the model does not show as live, their last price, and the model's extras.
+/// it), those the model does not show as live, their last price (only the missing listings'
+/// prices are looked up), and the model's extras. Only the rows that create or end a listing
+/// are grouped, so the query holds one small state per listing.
 pub(crate) fn catalogue_sql(target: &str, cutoff_ms: i64) -> String {
+    let c = micros(cutoff_ms);
     let state = |table: &str| {
         format!(
             "select listing_id, \
              min(case when event_type = 'listing_created' then ts end) as created, \
-             min(case when event_type in ('sold', 'delisted') then ts end) as gone \
-             from (select listing_id, event_type, arrow_cast(event_ts, 'Int64') as ts from {table}) \
-             where ts < {c} group by listing_id",
-            c = micros(cutoff_ms)
+             min(case when event_type <> 'listing_created' then ts end) as gone \
+             from (select listing_id, event_type, arrow_cast(event_ts, 'Int64') as ts from {table} \
+             where event_type in ('listing_created', 'sold', 'delisted')) \
+             where ts < {c} group by listing_id"
         )
     };
     format!(
-        "with s as ({}),\nm as ({}),\np as (select listing_id, last_value(price_cents order by ts, event_id) as price \
+        "with s as ({}),\nm as ({}),\n\
+         st as (select s.listing_id, s.created is not null and s.gone is null as shop, \
+         coalesce(m.created is not null and m.gone is null, false) as wh \
+         from s left join m on s.listing_id = m.listing_id),\n\
+         p as (select listing_id, last_value(price_cents order by ts, event_id) as price \
          from (select listing_id, price_cents, event_id, arrow_cast(event_ts, 'Int64') as ts from {BRONZE} \
-         where event_type in ('listing_created', 'price_changed')) where ts < {c} group by listing_id)\n\
+         where event_type in ('listing_created', 'price_changed')) \
+         where ts < {c} and listing_id in (select listing_id from st where shop and not wh) \
+         group by listing_id)\n\
          select \
-         sum(case when s.created is not null and s.gone is null then 1 else 0 end) as shop_live, \
-         sum(case when s.created is not null and s.gone is null and (m.created is null or m.gone is not null) then 1 else 0 end) as missing, \
-         sum(case when s.created is not null and s.gone is null and (m.created is null or m.gone is not null) then p.price else 0 end) as missing_value, \
-         sum(case when s.gone is not null and m.created is not null and m.gone is null then 1 else 0 end) as extra\n\
-         from s left join m on s.listing_id = m.listing_id left join p on s.listing_id = p.listing_id",
+         sum(case when shop then 1 else 0 end) as shop_live, \
+         sum(case when shop and not wh then 1 else 0 end) as missing, \
+         sum(case when shop and not wh then coalesce(p.price, 0) else 0 end) as missing_value, \
+         sum(case when wh and not shop then 1 else 0 end) as extra\n\
+         from st left join p on st.listing_id = p.listing_id",
         state(BRONZE),
         state(target),
-        c = micros(cutoff_ms)
     )
 }
 
