@@ -1156,10 +1156,12 @@ pub(crate) fn render_against(s: &StoryReport, out: &mut String) {
     out.push_str("\nAgainst the story (its figures, this run's, the difference)\n");
     let mut t = new_table(&["figure", "story", "here", "difference"]);
     let fmt = |x: f64| {
-        if x.fract() == 0.0 && x.abs() >= 1_000.0 {
-            n(x.abs() as u64)
-        } else {
-            format!("{x:.2}")
+        let sign = if x < 0.0 { "-" } else { "" };
+        let cents = (x.abs() * 100.0).round() as u64;
+        match (x.abs() >= 1_000.0, cents % 100) {
+            (true, 0) => format!("{sign}{}", n(cents / 100)),
+            (true, c) => format!("{sign}{}.{c:02}", n(cents / 100)),
+            (false, _) => format!("{x:.2}"),
         }
     };
     for c in &s.against_the_story {
