@@ -312,8 +312,17 @@ impl Table {
 /// each paying the per-batch costs of the reader and of whoever consumes it).
 const READ_BATCH_ROWS: usize = 8192;
 
-/// How many data files a read decodes at once: one per core.
+/// How many data files a read decodes at once: one per core, or `LAKE_READ_PARALLELISM` when
+/// set to a number (1 reads one file at a time, as on one core: for measuring and for hosts
+/// where a read must not take every core).
 pub(crate) fn read_parallelism() -> usize {
+    if let Some(n) = std::env::var("LAKE_READ_PARALLELISM")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n >= 1)
+    {
+        return n;
+    }
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)
