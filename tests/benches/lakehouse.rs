@@ -845,7 +845,8 @@ fn peer_python() -> Result<PathBuf> {
 /// Run `peers.py`; with no Python (`--lake-only`), the figures of a peer that did nothing.
 fn peers(python: Option<&Path>, args: &[String]) -> Result<Value> {
     let Some(python) = python else {
-        let nothing = json!({"time_travel_s": [], "filtered_s": [], "checks": []});
+        let nothing = json!({"time_travel_s": [], "time_travel_column_s": [], "filtered_s": [],
+            "checks": []});
         return Ok(json!({"append_s": [], "ff_s": [], "ff_tables_s": [],
             "pyiceberg": nothing, "duckdb": nothing}));
     };
