@@ -84,9 +84,11 @@ impl Served {
             .spawn()
             .expect("start the server");
         let mut first = String::new();
-        std::io::BufReader::new(server.stdout.take().expect("stdout"))
-            .read_line(&mut first)
+        let mut out = std::io::BufReader::new(server.stdout.take().expect("stdout"));
+        out.read_line(&mut first)
             .expect("the server says where it listens");
+        // Keep reading what it prints, as a terminal would.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
         let uri = first
             .split_whitespace()
             .find(|w| w.starts_with("http://"))

@@ -922,15 +922,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot listen on {addr}"))?;
             let bound = listener.local_addr()?;
             // The first line names the REST address first: clients and tests read it from there.
-            say!(
-                "serving the Iceberg REST catalog on http://{bound} (catalog {}, warehouse {}{}); Ctrl-C stops",
-                lake.catalog_url(),
-                lake.warehouse_url(),
-                if *read_only { ", read-only" } else { "" }
-            );
-            say!(
-                "the dashboard on http://{bound}/ (published numbers only: main and the publish tags)"
-            );
+            // Both lines go out in one write, and a server keeps serving when nobody reads its
+            // output any more (`serve | head -1`, or a script that read the address and left).
+            {
+                use std::io::Write as _;
+                let _ = write!(
+                    std::io::stdout(),
+                    "serving the Iceberg REST catalog on http://{bound} (catalog {}, warehouse {}{}); Ctrl-C stops\n\
+                     the dashboard on http://{bound}/ (published numbers only: main and the publish tags)\n",
+                    lake.catalog_url(),
+                    lake.warehouse_url(),
+                    if *read_only { ", read-only" } else { "" }
+                );
+                let _ = std::io::stdout().flush();
+            }
             let pages = dashboard::router(
                 lake.clone(),
                 dashboard::Options {

@@ -172,6 +172,8 @@ pub async fn run(
     progress: &(dyn Progress + Sync),
 ) -> Result<RunReport> {
     let run_started = std::time::Instant::now();
+    // Bad arguments are refused before anything is read or written.
+    crate::silver::enabled_parsers(&options.parsers)?;
     let lake_err = |e| ShackError::lake("the catalog", e);
     // A publish says "gold as of T": the as-of of the lake's publishes never goes back.
     let last = publish::last_published(catalog).await?;

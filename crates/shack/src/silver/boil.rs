@@ -76,11 +76,7 @@ pub async fn stage_boil(
     options: &BoilOptions,
     progress: &(dyn Progress + Sync),
 ) -> Result<StagedBoil> {
-    let parsers =
-        Parsers::enable(&options.parsers).map_err(|version| ShackError::UnknownParser {
-            version,
-            known: known_versions(),
-        })?;
+    let parsers = enabled_parsers(&options.parsers)?;
     let boil_id = uuid::Uuid::now_v7().to_string();
     let branch = options.branch.as_str();
 
@@ -969,6 +965,14 @@ impl Read {
             self.table
         )
     }
+}
+
+/// The parser registry with only `versions` enabled (all when empty), or the unknown version.
+pub(crate) fn enabled_parsers(versions: &[String]) -> Result<Parsers> {
+    Parsers::enable(versions).map_err(|version| ShackError::UnknownParser {
+        version,
+        known: known_versions(),
+    })
 }
 
 /// Only `columns` of the rows of a table at the branch that `filter` may hold. The filter goes

@@ -72,6 +72,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use sugarbush::Source;
 
+pub(crate) use boil::enabled_parsers;
 pub use boil::{StagedBoil, boil, stage_boil};
 pub use parse::{
     PAYMENT_PARSERS, Parsed, PaymentParser, Reason, known_versions, parse_version_list,
