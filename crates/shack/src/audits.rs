@@ -173,11 +173,8 @@ pub async fn intake_since_last_publish(
                     .read_incremental(AUDIT_BRANCH, ctx.previous_snapshot(&name), Some(graded))
                     .await
                     .map_err(|e| ShackError::lake(&name, e))?;
-                let batches: Vec<RecordBatch> = new
-                    .parts
-                    .into_iter()
-                    .flat_map(|p| p.batches)
-                    .collect();
+                let batches: Vec<RecordBatch> =
+                    new.parts.into_iter().flat_map(|p| p.batches).collect();
                 let raw_col = batches
                     .first()
                     .and_then(|b| b.schema().index_of("_raw").ok())
