@@ -419,14 +419,10 @@ impl App {
                 None => "it reads the landing files, and this server was started without a local landing zone (--landing)".into(),
             });
         };
-        let c = shack::compare::compare(
-            &self.lake,
-            landing,
-            record.as_of,
-            Some((month.year, month.month)),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        let c =
+            shack::compare::compare_publish(&self.lake, landing, record, (month.year, month.month))
+                .await
+                .map_err(|e| e.to_string())?;
         if let Ok(mut m) = self.bridges.lock() {
             m.insert(key, c.clone());
         }

@@ -209,9 +209,26 @@ pub async fn compare(
                 through.format("%Y-%m-%d %H:%M UTC")
             ),
         })?;
+    let month = month.unwrap_or_else(|| month_before(through));
+    compare_publish(catalog, warehouse_root, &record, month).await
+}
+
+/// [`compare`] at one publish record (a rollback's record included: its own number and tag),
+/// for `month`; the landing files are read as they had arrived by the record's as-of.
+pub async fn compare_publish(
+    catalog: &Catalog,
+    warehouse_root: &Path,
+    record: &PublishRecord,
+    (year, mon): (i32, u32),
+) -> Result<Comparison> {
     let as_of = record.as_of;
-    let tag = record.tag().unwrap_or_default();
-    let (year, mon) = month.unwrap_or_else(|| month_before(through));
+    let tag = record.tag().ok_or_else(|| ShackError::NoSuchPublish {
+        number: 0,
+        detail: format!(
+            "record {} is a blocked run, not a publish; compare weighs a published gold",
+            record.seq
+        ),
+    })?;
     let first = NaiveDate::from_ymd_opt(year, mon, 1)
         .ok_or_else(|| bad("--month", format!("{year}-{mon:02} is not a month")))?;
     let in_month = |us: i64| {
