@@ -1333,7 +1333,13 @@ fn mib(v: &Value) -> f64 {
     num(v, "peak_kib") / 1024.0
 }
 
-fn part2(args: &Args, work: &Path, rows_out: &mut Vec<Row>, extra: &mut Value) -> Result<()> {
+fn part2(
+    args: &Args,
+    work: &Path,
+    rows_out: &mut Vec<Row>,
+    extra: &mut Value,
+    notes: &mut Vec<String>,
+) -> Result<()> {
     let last_morning = sugarbush::season_noons_ms().len() - 1;
     // --quick: the first ten mornings only (the dev profile is slow).
     let end = if args.quick { 9 } else { last_morning };
@@ -1491,6 +1497,33 @@ fn part2(args: &Args, work: &Path, rows_out: &mut Vec<Row>, extra: &mut Value) -
             Unit::MiB,
             &col(&replays, &mib),
         ));
+        // What the scales not run would take, extrapolated in proportion from the largest
+        // one that was (the build's time and memory grow with the season's size).
+        if !args.quick && scale == *scales.iter().max().unwrap_or(&scale) && scale < 100 {
+            let mem_kib: f64 = std::fs::read_to_string("/proc/meminfo")
+                .ok()
+                .and_then(|m| {
+                    m.lines()
+                        .find(|l| l.starts_with("MemTotal:"))
+                        .and_then(|l| l.split_whitespace().nth(1))
+                        .and_then(|v| v.parse().ok())
+                })
+                .unwrap_or(f64::NAN);
+            let k = 100.0 / f64::from(scale);
+            let med = |v: &[Value], f: &dyn Fn(&Value) -> f64| {
+                Stats::of(&col(v, f)).map_or(f64::NAN, |s| s.median)
+            };
+            let peak = med(&builds, &mib) * k;
+            let secs = med(&builds, &|b| num(b, "seconds")) * k;
+            let landing = gens[0]["bytes"].as_f64().unwrap_or(f64::NAN) * k / f64::from(1u32 << 30);
+            let note = format!(
+                "scale 100 not run: extrapolated from scale {scale} in proportion, its full build would take ~{secs:.0} s and peak at ~{:.1} GiB (this machine has {:.1} GiB), on a {landing:.1} GiB landing zone",
+                peak / 1024.0,
+                mem_kib / 1024.0 / 1024.0
+            );
+            extra["scale_100_extrapolated"] = json!({"from_scale": scale, "build_s": secs, "build_peak_mib": peak, "landing_gib": landing});
+            notes.push(note);
+        }
         extra[format!("scale_{scale}")] =
             json!({"generate": gens, "build": builds, "daily": dailies, "replay": replays});
 
@@ -1698,14 +1731,18 @@ fn bench(raw: &[String]) -> Result<bool> {
         passed: 0,
     };
     let mut extra = json!({});
+    let mut notes: Vec<String> = Vec::new();
     let started = Instant::now();
     if matches!(args.part, Part::One | Part::All) {
         runtime()?.block_on(part1(&args, &work, &mut rows, &mut checks))?;
     }
     if matches!(args.part, Part::Two | Part::All) {
-        part2(&args, &work, &mut rows, &mut extra)?;
+        part2(&args, &work, &mut rows, &mut extra, &mut notes)?;
     }
     print_table(&machine_text, &rows);
+    for n in &notes {
+        println!("note: {n}");
+    }
     if checks.failed.is_empty() {
         if checks.passed > 0 {
             println!(
@@ -1734,6 +1771,7 @@ fn bench(raw: &[String]) -> Result<bool> {
         "seconds": secs(started),
         "rows": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
         "checks": {"passed": checks.passed, "failed": checks.failed},
+        "notes": notes,
         "raw": extra,
     });
     std::fs::write(&json_path, serde_json::to_vec_pretty(&doc)?)?;
