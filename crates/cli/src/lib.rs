@@ -609,14 +609,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             // Wall clock goes to stderr: stdout is the same on every run.
             let t = &report.timings;
             eprintln!(
-                "tide: simulated in {:.1} s (loader commits {:.1} s, expiry {:.1} s, model reads {:.1} s, target commits {:.1} s, tidying {:.1} s), reconciled in {:.1} s",
+                "tide: simulated in {:.1} s (loader commits {:.1} s, expiry {:.1} s, model reads {:.1} s, target commits {:.1} s, tidying {:.1} s), reconciled in {:.1} s, the story's SQL and the bets in {:.1} s",
                 t.simulate.as_secs_f64(),
                 t.loader_commits.as_secs_f64(),
                 t.expiry.as_secs_f64(),
                 t.model_reads.as_secs_f64(),
                 t.target_commits.as_secs_f64(),
                 t.tidy.as_secs_f64(),
-                t.reconcile.as_secs_f64()
+                t.reconcile.as_secs_f64(),
+                t.story.as_secs_f64()
             );
         }
         Command::Tap {
