@@ -174,7 +174,6 @@ pub async fn run(
     let run_started = std::time::Instant::now();
     // Bad arguments are refused before anything is read or written.
     crate::silver::enabled_parsers(&options.parsers)?;
-    let lake_err = |e| ShackError::lake("the catalog", e);
     // A publish says "gold as of T": the as-of of the lake's publishes never goes back.
     let last = publish::last_published(catalog).await?;
     if let Some(last) = &last
@@ -186,12 +185,10 @@ pub async fn run(
             number: last.publish_number.unwrap_or_default(),
         });
     }
-    let interrupted = interrupted_work(catalog).await?;
-    let mark = format!("{RUN_MARK}{}", uuid::Uuid::now_v7());
-    catalog.begin_work(&mark).await.map_err(lake_err)?;
+    let work = Work::begin(catalog, RUN_MARK).await?;
     let tap_options = TapOptions {
         orphan_grace: options.orphan_grace,
-        sweep_orphans: !interrupted.is_empty(),
+        sweep_orphans: !work.interrupted.is_empty(),
         ..TapOptions::default()
     };
     let mut timings = Vec::with_capacity(5);
@@ -218,12 +215,7 @@ pub async fn run(
         && last.as_of == options.through
         && nothing_pending(catalog).await?
     {
-        catalog.end_work(&mark).await.map_err(lake_err)?;
-        if tap.orphans_kept == 0 {
-            for m in &interrupted {
-                catalog.end_work(m).await.map_err(lake_err)?;
-            }
-        }
+        work.finish(catalog, tap.orphans_kept).await?;
         return Err(ShackError::NothingNew {
             number: last.publish_number.unwrap_or_default(),
             as_of: last.as_of,
@@ -296,14 +288,9 @@ pub async fn run(
     let took_ms = i64::try_from(run_started.elapsed().as_millis()).unwrap_or(i64::MAX);
     let publish = publish::publish_run(catalog, &grade, now_ms, Some(took_ms)).await?;
     lap("publish");
-    catalog.end_work(&mark).await.map_err(lake_err)?;
-    if tap.orphans_kept == 0 {
-        for m in &interrupted {
-            catalog.end_work(m).await.map_err(lake_err)?;
-        }
-    }
+    work.finish(catalog, tap.orphans_kept).await?;
     Ok(RunReport {
-        interrupted,
+        interrupted: work.interrupted,
         tap,
         boil,
         finish,
@@ -323,15 +310,41 @@ async fn nothing_pending(catalog: &Catalog) -> Result<bool> {
     Ok(true)
 }
 
-/// The marks of runs and taps that began and never finished.
-async fn interrupted_work(catalog: &Catalog) -> Result<Vec<String>> {
-    Ok(catalog
-        .unfinished_work()
-        .await
-        .map_err(|e| ShackError::lake("the catalog", e))?
-        .into_iter()
-        .filter(|m| m.starts_with(RUN_MARK) || m.starts_with(TAP_MARK))
-        .collect())
+/// A run's or a tap's work mark in the catalog, and the marks of earlier runs and taps that
+/// began and never finished (their orphans are why this one sweeps).
+struct Work {
+    mark: String,
+    interrupted: Vec<String>,
+}
+
+impl Work {
+    /// Find the unfinished marks, then mark this work (`prefix` + a UUID) begun.
+    async fn begin(catalog: &Catalog, prefix: &str) -> Result<Work> {
+        let lake_err = |e| ShackError::lake("the catalog", e);
+        let interrupted = catalog
+            .unfinished_work()
+            .await
+            .map_err(lake_err)?
+            .into_iter()
+            .filter(|m| m.starts_with(RUN_MARK) || m.starts_with(TAP_MARK))
+            .collect();
+        let mark = format!("{prefix}{}", uuid::Uuid::now_v7());
+        catalog.begin_work(&mark).await.map_err(lake_err)?;
+        Ok(Work { mark, interrupted })
+    }
+
+    /// Take this work's mark back, and the earlier ones too once the sweep left no orphan
+    /// waiting out its grace period.
+    async fn finish(&self, catalog: &Catalog, orphans_kept: usize) -> Result<()> {
+        let lake_err = |e| ShackError::lake("the catalog", e);
+        catalog.end_work(&self.mark).await.map_err(lake_err)?;
+        if orphans_kept == 0 {
+            for m in &self.interrupted {
+                catalog.end_work(m).await.map_err(lake_err)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `sugarshack tap` on its own: the tap, marked begun and finished in the catalog like a run,
@@ -345,20 +358,12 @@ pub async fn tap_alone(
     options: &TapOptions,
     progress: &(dyn Progress + Sync),
 ) -> Result<TapReport> {
-    let lake_err = |e| ShackError::lake("the catalog", e);
-    let interrupted = interrupted_work(catalog).await?;
-    let mark = format!("{TAP_MARK}{}", uuid::Uuid::now_v7());
-    catalog.begin_work(&mark).await.map_err(lake_err)?;
+    let work = Work::begin(catalog, TAP_MARK).await?;
     let options = TapOptions {
-        sweep_orphans: options.sweep_orphans && !interrupted.is_empty(),
+        sweep_orphans: options.sweep_orphans && !work.interrupted.is_empty(),
         ..options.clone()
     };
     let report = tap(catalog, warehouse_root, through, &options, progress).await?;
-    catalog.end_work(&mark).await.map_err(lake_err)?;
-    if report.orphans_kept == 0 {
-        for m in &interrupted {
-            catalog.end_work(m).await.map_err(lake_err)?;
-        }
-    }
+    work.finish(catalog, report.orphans_kept).await?;
     Ok(report)
 }
