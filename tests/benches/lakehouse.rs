@@ -198,17 +198,7 @@ impl Unit {
     }
 }
 
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+use sugarbush::thousands;
 
 #[derive(Clone, Debug)]
 struct Stats {

@@ -455,28 +455,9 @@ fn failpoint_from_env() -> anyhow::Result<Option<lake::Failpoint>> {
 }
 
 fn parse_through(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    use chrono::{NaiveDate, NaiveDateTime, TimeZone, Utc};
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    for f in [
-        "%Y-%m-%dT%H:%M:%S",
-        "%Y-%m-%dT%H:%M",
-        "%Y-%m-%d %H:%M:%S",
-        "%Y-%m-%d %H:%M",
-    ] {
-        if let Ok(t) = NaiveDateTime::parse_from_str(s, f) {
-            return Ok(Utc.from_utc_datetime(&t));
-        }
-    }
-    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d")
-        && let Some(t) = d.and_hms_opt(23, 59, 59)
-    {
-        return Ok(Utc.from_utc_datetime(&t));
-    }
-    Err(format!(
-        "{s:?} is not a day (2026-08-16) or an instant (2026-08-17T12:00, RFC 3339)"
-    ))
+    shack::publish::parse_as_of(s).ok_or_else(|| {
+        format!("{s:?} is not a day (2026-08-16) or an instant (2026-08-17T12:00, RFC 3339)")
+    })
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {

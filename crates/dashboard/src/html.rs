@@ -23,16 +23,10 @@ pub fn escape(s: &str) -> String {
 }
 
 /// `1234567` → `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    shack::thousands(n)
-}
+pub use shack::thousands;
 
 /// CAD minor units as the lake prints them: `C$1,479,502.22`, `-C$12.34`.
-pub fn cad(minor: i64) -> String {
-    let abs = minor.unsigned_abs();
-    let sign = if minor < 0 { "-" } else { "" };
-    format!("{sign}C${}.{:02}", thousands(abs / 100), abs % 100)
-}
+pub use shack::compare::cad;
 
 /// A short axis label: `C$1.5M`, `C$250k`, `C$40`, `-C$2k` (integer arithmetic), with as many
 /// decimals as ticks `step` minor units apart need to differ (`C$1.62M`, `C$1.64M`).

@@ -37,7 +37,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use lake::Catalog;
 use shack::compare::Comparison;
 
@@ -138,25 +138,7 @@ pub struct Params {
 }
 
 /// `2026-08-17T12:00`, RFC 3339, or a day (its last second) — as `sugarshack query --as-of`.
-pub fn parse_as_of(s: &str) -> Option<DateTime<Utc>> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Some(t.with_timezone(&Utc));
-    }
-    for f in [
-        "%Y-%m-%dT%H:%M:%S",
-        "%Y-%m-%dT%H:%M",
-        "%Y-%m-%d %H:%M:%S",
-        "%Y-%m-%d %H:%M",
-    ] {
-        if let Ok(t) = NaiveDateTime::parse_from_str(s, f) {
-            return Some(Utc.from_utc_datetime(&t));
-        }
-    }
-    NaiveDate::parse_from_str(s, "%Y-%m-%d")
-        .ok()
-        .and_then(|d| d.and_hms_opt(23, 59, 59))
-        .map(|t| Utc.from_utc_datetime(&t))
-}
+pub use shack::publish::parse_as_of;
 
 /// Read the query string. Empty values are absent (what an untouched form field sends);
 /// unknown names are ignored; a value that does not parse is a [`DashboardError::BadParam`].

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use chrono::TimeZone;
 use futures::future::BoxFuture;
 use shack::grade::{Audit, AuditFn, GradeContext};
 use shack::{AuditResult, Verdict};

@@ -133,7 +133,8 @@ fn plain(minor: i64) -> String {
     format!("{sign}{}.{:02}", thousands(abs / 100), abs % 100)
 }
 
-fn cad(minor: i64) -> String {
+/// CAD minor units as the lake prints them: `C$1,479,502.22`, `-C$12.34`.
+pub fn cad(minor: i64) -> String {
     let abs = minor.unsigned_abs();
     let sign = if minor < 0 { "-" } else { "" };
     format!("{sign}C${}.{:02}", thousands(abs / 100), abs % 100)

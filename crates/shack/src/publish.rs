@@ -98,6 +98,29 @@ pub fn tag(n: u64) -> String {
     format!("publish-{n}")
 }
 
+/// An as-of as people type it: RFC 3339, `2026-08-17T12:00[:00]` or `2026-08-17 12:00[:00]`
+/// (UTC), or a day, meaning its last second (`2026-08-16` is 23:59:59 UTC). What `--through`,
+/// `--as-of` and the dashboard's `?as_of=` all accept.
+pub fn parse_as_of(s: &str) -> Option<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Some(t.with_timezone(&Utc));
+    }
+    for f in [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(t) = chrono::NaiveDateTime::parse_from_str(s, f) {
+            return Some(Utc.from_utc_datetime(&t));
+        }
+    }
+    chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(23, 59, 59))
+        .map(|t| Utc.from_utc_datetime(&t))
+}
+
 /// The schema of [`LOG_TABLE`].
 pub fn log_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
