@@ -3,19 +3,9 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Command, Output};
+use support::sugarshack;
 
-fn sugarshack(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(support::program());
-    cmd.current_dir(dir)
-        .args(args)
-        .env_remove("SUGARSHACK_FAILPOINT");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run sugarshack")
-}
+use std::path::Path;
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let out = sugarshack(dir, args, &[]);

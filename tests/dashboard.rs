@@ -16,32 +16,14 @@
 
 mod support;
 
+use support::{command, sugarshack};
+
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 
 /// The exit status of a blocked run.
 const BLOCKED: i32 = 3;
-
-fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(support::program());
-    cmd.current_dir(dir)
-        .args(args)
-        .env_remove("SUGARSHACK_FAILPOINT")
-        .env_remove("SUGAR_PARSERS")
-        .env_remove("SUGARSHACK_CATALOG")
-        .env_remove("SUGARSHACK_WAREHOUSE")
-        .env_remove("SUGARSHACK_LANDING")
-        .env_remove("SUGARSHACK_REST_TOKEN");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd
-}
-
-fn sugarshack(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    command(dir, args, env).output().expect("run sugarshack")
-}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

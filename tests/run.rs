@@ -5,33 +5,17 @@
 
 mod support;
 
+use support::{command, sugarshack};
+
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use lake::{At, Catalog};
 
 /// The exit status of a blocked run (documented in `sugarshack run --help`).
 const BLOCKED: i32 = 3;
-
-fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(support::program());
-    cmd.current_dir(dir)
-        .args(args)
-        .env_remove("SUGARSHACK_FAILPOINT")
-        .env_remove("SUGAR_PARSERS")
-        .env_remove("SUGARSHACK_CATALOG")
-        .env_remove("SUGARSHACK_WAREHOUSE");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd
-}
-
-fn sugarshack(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    command(dir, args, env).output().expect("run sugarshack")
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

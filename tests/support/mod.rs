@@ -3,11 +3,35 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 /// The `sugarshack` program built from this checkout.
 pub fn program() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_sugarshack-e2e"))
+}
+
+/// The program, run in `dir` as a user would, with `env` set and none of the variables that
+/// would point it at another lake, landing zone, parser set, token or injected failure.
+pub fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(program());
+    cmd.current_dir(dir)
+        .args(args)
+        .env_remove("SUGARSHACK_FAILPOINT")
+        .env_remove("SUGAR_PARSERS")
+        .env_remove("SUGARSHACK_CATALOG")
+        .env_remove("SUGARSHACK_WAREHOUSE")
+        .env_remove("SUGARSHACK_LANDING")
+        .env_remove("SUGARSHACK_REST_TOKEN");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// [`command`], run to the end.
+pub fn sugarshack(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    command(dir, args, env).output().expect("run sugarshack")
 }
 
 /// This package's folder in the checkout the tests run in (cargo and nextest set it at run
