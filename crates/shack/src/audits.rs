@@ -182,10 +182,7 @@ pub async fn intake_since_last_publish(
                 let headers = strings(&batches, raw_col, &name)?
                     .into_iter()
                     .flatten()
-                    .filter(|raw| match source {
-                        Source::FxRates => matches!(parse::parse_fx(raw, true), Parsed::Header),
-                        _ => matches!(parse::parse_settlement(raw, true), Parsed::Header),
-                    })
+                    .filter(|raw| is_csv_header(source, raw))
                     .count() as u64;
                 intake.rows = intake.rows.saturating_sub(headers);
             }
@@ -380,13 +377,18 @@ async fn headers(ctx: &GradeContext, sql: &SqlContext, source: Source) -> Result
     .await?;
     let mut n = 0;
     for raw in strings(&rows, 0, &table)?.into_iter().flatten() {
-        let header = match source {
-            Source::FxRates => matches!(parse::parse_fx(&raw, true), Parsed::Header),
-            _ => matches!(parse::parse_settlement(&raw, true), Parsed::Header),
-        };
-        n += i64::from(header);
+        n += i64::from(is_csv_header(source, &raw));
     }
     Ok(n)
+}
+
+/// Whether a bronze line of a CSV source is its header (the parser decides).
+fn is_csv_header(source: Source, raw: &str) -> bool {
+    match source {
+        Source::FxRates => matches!(parse::parse_fx(raw, true), Parsed::Header),
+        Source::Settlements => matches!(parse::parse_settlement(raw, true), Parsed::Header),
+        Source::Orders | Source::Payments => false,
+    }
 }
 
 /// The one number `text` returns over `table`, or 0 when `table` is not graded.
