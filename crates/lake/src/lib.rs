@@ -7,7 +7,8 @@
 //! from their metadata location; writes to any branch (append, and copy-on-write replace by
 //! predicate, by partition or whole); refs (branches, tags, fast-forward, reset); commits that
 //! move many tables in one catalog version; reads at a ref, a snapshot or a catalog version;
-//! incremental reads between snapshots (snapshot ids as watermarks); SQL through DataFusion; and
+//! incremental reads between snapshots (snapshot ids as watermarks); point lookups by key that
+//! read only the row groups whose bloom filter may hold a key; SQL through DataFusion; and
 //! maintenance (snapshot expiry, orphan removal).
 //!
 //! It does not know what the tables mean: no maple syrup, no audits, no publish policy. Those
@@ -31,6 +32,7 @@ mod error;
 pub mod faults;
 mod iceberg_catalog;
 mod log;
+mod lookup;
 mod maintenance;
 mod merge;
 mod read;
@@ -51,6 +53,7 @@ pub use error::{LakeError, Result};
 pub use iceberg::spec::{Datum, Literal, PrimitiveLiteral, Struct, Transform};
 use iceberg::spec::{TableMetadata, TableMetadataBuilder, UnboundPartitionSpec};
 pub use log::{CATALOG_FORMAT, CatalogVersion, TableEntry};
+pub use lookup::Lookup;
 pub use maintenance::{ExpireOptions, FileKind, OrphanReport, WATERMARK_PREFIX, watermark_key};
 pub use merge::{MatchCondition, MatchTest, MatchedAction, Merge, MergeReport, StagedMerge};
 pub use read::{AddedBy, Incremental};
@@ -59,7 +62,10 @@ pub use storage::{Stores, local_dir_location};
 pub use table::{At, RefInfo, RefOp, SnapshotInfo, Table};
 pub use types::{Committed, TableChange, TableName};
 pub use verify::{VerifyProblem, VerifyReport};
-pub use write::{FilePredicate, Replace, RowPredicate, SUMMARY_BRANCH};
+pub use write::{
+    FilePredicate, PROP_BLOOM_COLUMN, PROP_BLOOM_FPP_COLUMN, PROP_ROW_GROUP_LIMIT, Replace,
+    RowPredicate, SUMMARY_BRANCH,
+};
 
 /// Re-exported so users need not pin their own versions.
 pub use {arrow, datafusion, iceberg};
@@ -108,6 +114,19 @@ impl Catalog {
         schema: &arrow_schema::Schema,
         partition: &[PartitionField],
     ) -> Result<TableChange> {
+        self.stage_create_table_with_properties(name, schema, partition, &BTreeMap::new())
+            .await
+    }
+
+    /// [`Catalog::stage_create_table`], with table properties (the writer honours
+    /// [`PROP_ROW_GROUP_LIMIT`] and per-column bloom filters, [`PROP_BLOOM_COLUMN`]).
+    pub async fn stage_create_table_with_properties(
+        &self,
+        name: &str,
+        schema: &arrow_schema::Schema,
+        partition: &[PartitionField],
+        properties: &BTreeMap<String, String>,
+    ) -> Result<TableChange> {
         let tn = TableName::parse(name)?;
         let ice_schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(schema)
             .map_err(|e| LakeError::iceberg(format!("schema of new table {tn}"), e))?;
@@ -139,10 +158,14 @@ impl Catalog {
             .location(self.default_table_location(&tn))
             .schema(ice_schema)
             .partition_spec(spec.build())
-            .properties(HashMap::from([(
-                "write.metadata.previous-versions-max".to_string(),
-                "20".to_string(),
-            )]))
+            .properties(
+                std::iter::once((
+                    "write.metadata.previous-versions-max".to_string(),
+                    "20".to_string(),
+                ))
+                .chain(properties.clone())
+                .collect::<HashMap<_, _>>(),
+            )
             .build();
         let md = TableMetadataBuilder::from_table_creation(creation)
             .and_then(|b| b.build())

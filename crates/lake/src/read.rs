@@ -81,7 +81,16 @@ impl Table {
         tasks: Vec<FileScanTask>,
         ctx: String,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-        let schema = self.arrow_schema()?;
+        self.read_file_tasks_as(tasks, self.arrow_schema()?, ctx)
+    }
+
+    /// [`Table::read_file_tasks`] for tasks that project `schema`'s columns, in its order.
+    pub(crate) fn read_file_tasks_as(
+        &self,
+        tasks: Vec<FileScanTask>,
+        schema: SchemaRef,
+        ctx: String,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let reader = self
             .iceberg()
             .reader_builder()

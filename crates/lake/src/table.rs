@@ -1,6 +1,6 @@
 //! A table as of one catalog version: its snapshots, refs and ancestry, and staged ref changes.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -306,6 +306,32 @@ impl Table {
                 .and_then(|s| s.parent_snapshot_id());
         }
         false
+    }
+
+    /// Stage `properties` onto this table (each set to its value; others kept), or `None`
+    /// when the table already holds every one. Only the metadata changes: data files already
+    /// written keep the layout they were written with; files written from then on follow it.
+    pub fn stage_set_properties(
+        &self,
+        properties: &BTreeMap<String, String>,
+    ) -> Result<Option<TableChange>> {
+        let current = self.metadata();
+        let missing: HashMap<String, String> = properties
+            .iter()
+            .filter(|(k, v)| current.properties().get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if missing.is_empty() {
+            return Ok(None);
+        }
+        let metadata = current
+            .clone()
+            .into_builder(Some(self.metadata_location().to_string()))
+            .set_properties(missing)
+            .and_then(|b| b.build())
+            .map_err(|e| LakeError::iceberg(format!("setting properties of {}", self.name), e))?
+            .metadata;
+        self.stage_metadata(metadata).map(Some)
     }
 
     /// Stage new metadata for this table, built by the caller from this handle's metadata (a

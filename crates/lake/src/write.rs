@@ -33,7 +33,8 @@ use iceberg::writer::file_writer::location_generator::{
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{BloomFilterPosition, WriterProperties};
+use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
 use crate::catalog::{ChangeKind, Failpoint, TableChange};
@@ -258,6 +259,80 @@ pub(crate) fn conform(table: &str, schema: &SchemaRef, batch: &RecordBatch) -> R
     })
 }
 
+/// The Iceberg table property that asks for a Parquet bloom filter on a column (`true`), as
+/// Spark and Java write it: `write.parquet.bloom-filter-enabled.column.<column>`.
+pub const PROP_BLOOM_COLUMN: &str = "write.parquet.bloom-filter-enabled.column.";
+/// A bloom filter's false-positive probability, per column (default 0.01).
+pub const PROP_BLOOM_FPP_COLUMN: &str = "write.parquet.bloom-filter-fpp.column.";
+/// The most rows a Parquet row group holds (pyiceberg's name for it; default: parquet-rs's).
+pub const PROP_ROW_GROUP_LIMIT: &str = "write.parquet.row-group-limit";
+
+/// How the data files of a table with `properties` are written: zstd, and the row-group limit
+/// and per-column bloom filters its properties ask for. A filter is sized for the rows one
+/// row group holds (at most the row-group limit, at most the rows written), so a small write
+/// does not carry a megabyte of filter per column. Filters go at the end of the file, so row
+/// groups stay contiguous (byte-range readers find them where they expect). A value that is
+/// not a number, or a filter on a column that is not a top-level column of `schema`, is an
+/// error that names the property.
+pub(crate) fn writer_properties(
+    table: &str,
+    properties: &HashMap<String, String>,
+    schema: &arrow_schema::Schema,
+    rows: usize,
+) -> Result<WriterProperties> {
+    let bad = |key: &str, value: &str, want: &str| LakeError::Schema {
+        table: table.to_string(),
+        detail: format!("table property {key}={value:?} is not {want}"),
+    };
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_bloom_filter_position(BloomFilterPosition::End);
+    let limit = match properties.get(PROP_ROW_GROUP_LIMIT) {
+        Some(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => return Err(bad(PROP_ROW_GROUP_LIMIT, v, "a positive row count")),
+        },
+        None => None,
+    };
+    if let Some(n) = limit {
+        b = b.set_max_row_group_row_count(Some(n));
+    }
+    let per_group = limit.unwrap_or(rows).min(rows).max(1) as u64;
+    let mut columns: Vec<(&String, &String)> = properties
+        .iter()
+        .filter(|(k, _)| k.starts_with(PROP_BLOOM_COLUMN))
+        .collect();
+    columns.sort();
+    for (key, value) in columns {
+        let column = &key[PROP_BLOOM_COLUMN.len()..];
+        let on = match value.trim().to_ascii_lowercase().as_str() {
+            "true" => true,
+            "false" => false,
+            _ => return Err(bad(key, value, "true or false")),
+        };
+        if !on {
+            continue;
+        }
+        if schema.field_with_name(column).is_err() {
+            return Err(bad(key, value, "on a top-level column of the table"));
+        }
+        let path = ColumnPath::from(column);
+        let fpp_key = format!("{PROP_BLOOM_FPP_COLUMN}{column}");
+        let fpp = match properties.get(&fpp_key) {
+            Some(v) => match v.trim().parse::<f64>() {
+                Ok(f) if f > 0.0 && f < 1.0 => f,
+                _ => return Err(bad(&fpp_key, v, "a probability between 0 and 1")),
+            },
+            None => 0.01,
+        };
+        b = b
+            .set_column_bloom_filter_enabled(path.clone(), true)
+            .set_column_bloom_filter_fpp(path.clone(), fpp)
+            .set_column_bloom_filter_ndv(path, per_group);
+    }
+    Ok(b.build())
+}
+
 fn names(s: &SchemaRef) -> String {
     s.fields()
         .iter()
@@ -285,9 +360,8 @@ impl Table {
         if conformed.is_empty() {
             return Ok(Vec::new());
         }
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .build();
+        let rows: usize = conformed.iter().map(|b| b.num_rows()).sum();
+        let props = writer_properties(&name, md.properties(), &arrow, rows)?;
         let ice =
             |e: iceberg::Error| LakeError::iceberg(format!("writing data files of {name}"), e);
         let location = DefaultLocationGenerator::new(md).map_err(ice)?;

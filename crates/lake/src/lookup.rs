@@ -1,0 +1,293 @@
+//! Point lookups by key: the rows of a table whose string key is one of a set, reading only
+//! the Parquet row groups whose bloom filter may hold one of the keys.
+//!
+//! A scan filter on a random key prunes nothing by partition or by column bounds (every file's
+//! bounds span the key space), so a lookup of a few thousand ids would otherwise read the key
+//! column of every row the table holds. A table written with a bloom filter on the key
+//! ([`crate::PROP_BLOOM_COLUMN`]) and small row groups ([`crate::PROP_ROW_GROUP_LIMIT`]) is
+//! looked up in the row groups that may hold an asked key: a row group whose filter answers no
+//! is never read. What is read grows with the keys asked and how many files they are spread
+//! over, not with the table's history. Files written without a filter on the key (by another
+//! engine, or before the property was set) are read whole, as a scan would: the answer is the
+//! same, only its cost differs, and [`Lookup`] says how many files that was.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
+use futures::{StreamExt, TryStreamExt};
+use iceberg::arrow::ArrowFileReader;
+use iceberg::expr::Predicate;
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{PrimitiveType, Type};
+use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+
+use crate::error::{LakeError, Result};
+use crate::read::read_parallelism;
+use crate::table::{At, Table};
+
+/// What [`Table::lookup`] read, and what it found.
+#[derive(Clone, Debug, Default)]
+pub struct Lookup {
+    /// The rows whose key is one of the keys asked, with the columns asked (the key first).
+    pub batches: Vec<RecordBatch>,
+    /// Data files the scan planned (after the filter's partition and bounds pruning).
+    pub files_planned: usize,
+    /// Of those, files any of whose row groups were read.
+    pub files_read: usize,
+    /// Files without a bloom filter on the key: read whole.
+    pub files_unfiltered: usize,
+    /// Row groups in the planned files, and how many of them were read.
+    pub row_groups_held: usize,
+    pub row_groups_read: usize,
+    /// Rows decoded from the row groups read (before keeping only the keys asked).
+    pub rows_read: u64,
+}
+
+impl Lookup {
+    /// How many rows were found.
+    pub fn num_rows(&self) -> usize {
+        self.batches.iter().map(|b| b.num_rows()).sum()
+    }
+}
+
+/// One planned file, cut down to the row groups that may hold a key.
+struct Pruned {
+    tasks: Vec<FileScanTask>,
+    held: usize,
+    read: usize,
+    unfiltered: bool,
+}
+
+impl Table {
+    /// The rows of the table at `at` whose string column `key` is one of `keys`, with `key`
+    /// and `columns`, among the files `filter` may match (partition and bounds pruning first,
+    /// then each file's per-row-group bloom filter on `key`). Rows are found exactly: a bloom
+    /// filter's false positive costs a row group read, never a wrong row, and a file with no
+    /// filter is read whole.
+    pub async fn lookup(
+        &self,
+        at: &At,
+        key: &str,
+        keys: &HashSet<&str>,
+        columns: &[&str],
+        filter: Option<Predicate>,
+    ) -> Result<Lookup> {
+        let name = self.name().to_string();
+        let ctx = || format!("looking up {name} by {key} at {at}");
+        let ice = |e: iceberg::Error| LakeError::iceberg(ctx(), e);
+        let schema = self.metadata().current_schema().clone();
+        let field = schema
+            .field_by_name(key)
+            .ok_or_else(|| LakeError::Schema {
+                table: name.clone(),
+                detail: format!("no column {key:?} to look up by"),
+            })?
+            .clone();
+        if !matches!(*field.field_type, Type::Primitive(PrimitiveType::String)) {
+            return Err(LakeError::Schema {
+                table: name.clone(),
+                detail: format!("lookup key {key:?} is {}, not a string", field.field_type),
+            });
+        }
+        let mut selected: Vec<&str> = vec![key];
+        selected.extend(columns.iter().copied().filter(|c| *c != key));
+        let mut out = Lookup::default();
+        let Some(id) = self.resolve(at)? else {
+            return Ok(out);
+        };
+        if keys.is_empty() {
+            return Ok(out);
+        }
+        let mut scan = self
+            .iceberg()
+            .scan()
+            .snapshot_id(id)
+            .select(selected.iter().copied());
+        if let Some(f) = filter {
+            scan = scan.with_filter(f);
+        }
+        let tasks: Vec<FileScanTask> = scan
+            .build()
+            .map_err(ice)?
+            .plan_files()
+            .await
+            .map_err(ice)?
+            .try_collect()
+            .await
+            .map_err(ice)?;
+        out.files_planned = tasks.len();
+
+        let keys: Arc<Vec<String>> = Arc::new(keys.iter().map(|k| k.to_string()).collect());
+        let file_io = self.iceberg().file_io().clone();
+        let field_id = field.id;
+        let key_name = key.to_string();
+        let pruned: Vec<Pruned> = futures::stream::iter(tasks)
+            .map(|task| {
+                let (file_io, keys, key_name) = (file_io.clone(), keys.clone(), key_name.clone());
+                async move { prune(&file_io, task, field_id, &key_name, &keys).await }
+            })
+            .buffered(read_parallelism())
+            .try_collect()
+            .await
+            .map_err(ice)?;
+        let mut wanted = Vec::new();
+        for p in pruned {
+            out.row_groups_held += p.held;
+            out.row_groups_read += p.read;
+            out.files_unfiltered += usize::from(p.unfiltered);
+            out.files_read += usize::from(!p.tasks.is_empty());
+            wanted.extend(p.tasks);
+        }
+
+        let table_schema = self.arrow_schema()?;
+        let indices = selected
+            .iter()
+            .map(|c| {
+                table_schema.index_of(c).map_err(|_| LakeError::Schema {
+                    table: name.clone(),
+                    detail: format!("no column {c:?} to read"),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let projected = Arc::new(
+            table_schema
+                .project(&indices)
+                .map_err(|e| LakeError::arrow(ctx(), e))?,
+        );
+        let batches: Vec<RecordBatch> = self
+            .read_file_tasks_as(wanted, projected, ctx())?
+            .try_collect()
+            .await?;
+        let asked: HashSet<&str> = keys.iter().map(String::as_str).collect();
+        for b in batches {
+            out.rows_read += b.num_rows() as u64;
+            let ids = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| LakeError::Schema {
+                    table: name.clone(),
+                    detail: format!("lookup key {key:?} was not read as a string"),
+                })?;
+            let keep: BooleanArray = (0..ids.len())
+                .map(|i| Some(ids.is_valid(i) && asked.contains(ids.value(i))))
+                .collect();
+            let kept = arrow::compute::filter_record_batch(&b, &keep)
+                .map_err(|e| LakeError::arrow(ctx(), e))?;
+            if kept.num_rows() > 0 {
+                out.batches.push(kept);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The parts of `task`'s file that may hold a key: one task per run of consecutive row groups
+/// whose bloom filter on the key answers "maybe". A row group is named by a byte range around
+/// its midpoint, counted the way iceberg's reader counts it (row groups in order from the
+/// 4-byte magic, each its compressed size), so the reader picks exactly that row group. A
+/// file with delete files, or a row group without a filter, is read as planned.
+async fn prune(
+    file_io: &iceberg::io::FileIO,
+    task: FileScanTask,
+    field_id: i32,
+    key: &str,
+    keys: &[String],
+) -> iceberg::Result<Pruned> {
+    let input = file_io.new_input(&task.data_file_path)?;
+    let meta = input.metadata().await?;
+    let reader = ArrowFileReader::new(meta, input.reader().await?);
+    let mut builder = ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(parquet_error)?;
+    let md = builder.metadata().clone();
+    let held = md.num_row_groups();
+    let whole = |task: FileScanTask, unfiltered: bool| Pruned {
+        tasks: vec![task],
+        held,
+        read: held,
+        unfiltered,
+    };
+    let split = task.start != 0 || (task.length != 0 && task.length != task.file_size_in_bytes);
+    if !task.deletes.is_empty() || split {
+        return Ok(whole(task, false));
+    }
+    let column = md
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| {
+            let info = c.self_type().get_basic_info();
+            c.path().parts().len() == 1
+                && if info.has_id() {
+                    info.id() == field_id
+                } else {
+                    c.path().parts()[0] == key
+                }
+        });
+    let Some(column) = column else {
+        return Ok(whole(task, true));
+    };
+    let mut keep = Vec::with_capacity(held);
+    let mut unfiltered = false;
+    for rg in 0..held {
+        let may_hold = match builder
+            .get_row_group_column_bloom_filter(rg, column)
+            .await
+            .map_err(parquet_error)?
+        {
+            Some(sbbf) => keys.iter().any(|k| sbbf.check(k.as_str())),
+            None => {
+                unfiltered = true;
+                true
+            }
+        };
+        keep.push(may_hold);
+    }
+    let read = keep.iter().filter(|k| **k).count();
+    if read == held {
+        return Ok(whole(task, unfiltered));
+    }
+    let mut tasks = Vec::new();
+    let mut offset = 4u64;
+    let mut run: Option<(u64, u64)> = None;
+    for (rg, may_hold) in keep.iter().enumerate() {
+        let size = md.row_group(rg).compressed_size().max(0) as u64;
+        if *may_hold {
+            run = Some(match run {
+                Some((start, len)) => (start, len + size),
+                None => (offset, size),
+            });
+        } else if let Some((start, length)) = run.take() {
+            tasks.push(part(&task, start, length));
+        }
+        offset += size;
+    }
+    if let Some((start, length)) = run {
+        tasks.push(part(&task, start, length));
+    }
+    Ok(Pruned {
+        tasks,
+        held,
+        read,
+        unfiltered,
+    })
+}
+
+fn part(task: &FileScanTask, start: u64, length: u64) -> FileScanTask {
+    let mut t = task.clone();
+    t.start = start;
+    t.length = length.max(1);
+    t.record_count = None;
+    t
+}
+
+fn parquet_error(e: parquet::errors::ParquetError) -> iceberg::Error {
+    iceberg::Error::new(
+        iceberg::ErrorKind::DataInvalid,
+        "reading a Parquet footer or bloom filter",
+    )
+    .with_source(e)
+}

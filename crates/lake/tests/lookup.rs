@@ -1,0 +1,264 @@
+//! Point lookups by key: exact rows, and only the row groups whose bloom filter may hold an
+//! asked key are read; tables (or files) without a filter give the same rows, read whole.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use lake::{
+    At, Catalog, LakeError, PROP_BLOOM_COLUMN, PROP_ROW_GROUP_LIMIT, iceberg::expr::Reference,
+};
+
+fn schema() -> Schema {
+    Schema::new(vec![
+        Field::new("order_id", DataType::Utf8, false),
+        Field::new("lsn", DataType::Int64, false),
+        Field::new("note", DataType::Utf8, true),
+    ])
+}
+
+/// A scrambled id, so neighbouring rows never share a prefix (as random order ids do).
+fn id(i: i64) -> String {
+    format!(
+        "ord-{:016x}",
+        (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    )
+}
+
+fn rows(ids: std::ops::Range<i64>) -> RecordBatch {
+    RecordBatch::try_new(
+        Arc::new(schema()),
+        vec![
+            Arc::new(StringArray::from_iter_values(ids.clone().map(id))),
+            Arc::new(Int64Array::from_iter_values(ids.clone().map(|i| i * 10))),
+            Arc::new(StringArray::from_iter_values(ids.map(|i| format!("n{i}")))),
+        ],
+    )
+    .expect("test batch")
+}
+
+fn bloom_props(limit: usize) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (format!("{PROP_BLOOM_COLUMN}order_id"), "true".to_string()),
+        (PROP_ROW_GROUP_LIMIT.to_string(), limit.to_string()),
+    ])
+}
+
+/// Five appends of 1,000 rows each (five files) to `audit`.
+async fn table(props: &BTreeMap<String, String>) -> Catalog {
+    let c = Catalog::in_memory();
+    let change = c
+        .stage_create_table_with_properties("silver.orders", &schema(), &[], props)
+        .await
+        .unwrap();
+    c.commit(vec![change], "create-table", "create", BTreeMap::new())
+        .await
+        .unwrap();
+    for f in 0..5 {
+        c.append(
+            "silver.orders",
+            "audit",
+            &[rows(f * 1_000..(f + 1) * 1_000)],
+            BTreeMap::new(),
+        )
+        .await
+        .unwrap();
+    }
+    c
+}
+
+/// (order_id, lsn) of every row, sorted.
+fn found(batches: &[RecordBatch]) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for b in batches {
+        assert_eq!(
+            b.schema().field(0).name(),
+            "order_id",
+            "the key comes first"
+        );
+        let ids = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+        let lsn = b.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+        for i in 0..b.num_rows() {
+            out.push((ids.value(i).to_string(), lsn.value(i)));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn asked(ids: &[String]) -> HashSet<&str> {
+    ids.iter().map(String::as_str).collect()
+}
+
+#[tokio::test]
+async fn a_lookup_reads_only_the_row_groups_that_may_hold_a_key() {
+    let c = table(&bloom_props(100)).await;
+    let t = c.table("silver.orders").await.unwrap();
+    let keys = vec![id(7), id(2_345), id(4_999), "ord-never-written".to_string()];
+    let l = t
+        .lookup(
+            &At::reference("audit"),
+            "order_id",
+            &asked(&keys),
+            &["lsn"],
+            None,
+        )
+        .await
+        .unwrap();
+    let mut want = vec![(id(7), 70), (id(2_345), 23_450), (id(4_999), 49_990)];
+    want.sort();
+    assert_eq!(found(&l.batches), want);
+    assert_eq!(l.files_planned, 5);
+    assert_eq!(l.row_groups_held, 50, "1,000 rows a file, 100 a row group");
+    assert_eq!(l.files_unfiltered, 0);
+    // Three keys are held by three row groups; a false positive (1% a key and group) may
+    // add one or two.
+    assert!(
+        (3..=6).contains(&l.row_groups_read),
+        "read {} of 50 row groups",
+        l.row_groups_read
+    );
+    assert!(l.rows_read <= 600, "decoded {} rows", l.rows_read);
+
+    // Nothing asked: nothing read.
+    let none = t
+        .lookup(
+            &At::reference("audit"),
+            "order_id",
+            &HashSet::new(),
+            &["lsn"],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!((none.num_rows(), none.row_groups_read), (0, 0));
+    // `main` never moved: nothing there.
+    let main = t
+        .lookup(&At::Main, "order_id", &asked(&keys), &["lsn"], None)
+        .await
+        .unwrap();
+    assert_eq!(main.num_rows(), 0);
+}
+
+#[tokio::test]
+async fn a_table_without_filters_gives_the_same_rows_read_whole() {
+    let keys: Vec<String> = (0..5_000).step_by(997).map(id).collect();
+    let filtered = table(&bloom_props(100)).await;
+    let plain = table(&BTreeMap::new()).await;
+    let look = |c: Catalog| {
+        let keys = keys.clone();
+        async move {
+            let t = c.table("silver.orders").await.unwrap();
+            t.lookup(
+                &At::reference("audit"),
+                "order_id",
+                &asked(&keys),
+                &["lsn", "note"],
+                None,
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let (f, p) = (look(filtered).await, look(plain).await);
+    assert_eq!(found(&f.batches), found(&p.batches));
+    assert_eq!(found(&p.batches).len(), keys.len());
+    assert_eq!(p.files_unfiltered, 5);
+    assert_eq!(p.row_groups_read, p.row_groups_held);
+    assert_eq!(p.rows_read, 5_000);
+    assert!(f.rows_read < 1_000, "decoded {} rows", f.rows_read);
+    // The filter on the scan prunes first: only the rows it may match are looked in.
+    let t = plain_table_with_lsn_filter().await;
+    assert_eq!(t.0, vec![(id(4_001), 40_010)]);
+    assert_eq!(t.1, 1, "one file's bounds hold lsn ≥ 40,000");
+}
+
+async fn plain_table_with_lsn_filter() -> (Vec<(String, i64)>, usize) {
+    let c = table(&bloom_props(100)).await;
+    let t = c.table("silver.orders").await.unwrap();
+    let keys = [id(3), id(4_001)];
+    let l = t
+        .lookup(
+            &At::reference("audit"),
+            "order_id",
+            &keys.iter().map(String::as_str).collect(),
+            &["lsn"],
+            Some(Reference::new("lsn").greater_than_or_equal_to(lake::Datum::long(40_000))),
+        )
+        .await
+        .unwrap();
+    (found(&l.batches), l.files_planned)
+}
+
+#[tokio::test]
+async fn properties_set_later_apply_to_files_written_from_then_on() {
+    let c = table(&BTreeMap::new()).await;
+    let t = c.table("silver.orders").await.unwrap();
+    let change = t.stage_set_properties(&bloom_props(100)).unwrap().unwrap();
+    c.commit(vec![change], "set-properties", "bloom", BTreeMap::new())
+        .await
+        .unwrap();
+    let t = c.table("silver.orders").await.unwrap();
+    assert!(
+        t.stage_set_properties(&bloom_props(100)).unwrap().is_none(),
+        "already set: nothing to stage"
+    );
+    c.append(
+        "silver.orders",
+        "audit",
+        &[rows(5_000..6_000)],
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
+    let t = c.table("silver.orders").await.unwrap();
+    let keys = [id(5_500)];
+    let l = t
+        .lookup(
+            &At::reference("audit"),
+            "order_id",
+            &keys.iter().map(String::as_str).collect(),
+            &["lsn"],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(found(&l.batches), vec![(id(5_500), 55_000)]);
+    assert_eq!(l.files_unfiltered, 5, "the five files written before");
+    assert!(l.row_groups_read <= 5 + 2, "read {}", l.row_groups_read);
+}
+
+#[tokio::test]
+async fn bad_write_properties_are_refused_by_name() {
+    for (key, value) in [
+        (PROP_ROW_GROUP_LIMIT.to_string(), "lots"),
+        (format!("{PROP_BLOOM_COLUMN}order_id"), "yes"),
+        (format!("{PROP_BLOOM_COLUMN}no_such_column"), "true"),
+    ] {
+        let props = BTreeMap::from([(key.clone(), value.to_string())]);
+        let c = Catalog::in_memory();
+        let change = c
+            .stage_create_table_with_properties("silver.orders", &schema(), &[], &props)
+            .await
+            .unwrap();
+        c.commit(vec![change], "create-table", "create", BTreeMap::new())
+            .await
+            .unwrap();
+        let err = c
+            .append("silver.orders", "audit", &[rows(0..10)], BTreeMap::new())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, LakeError::Schema { detail, .. } if detail.contains(&key)),
+            "{key}={value}: {err}"
+        );
+    }
+    let c = table(&BTreeMap::new()).await;
+    let t = c.table("silver.orders").await.unwrap();
+    let err = t
+        .lookup(&At::Main, "lsn", &HashSet::new(), &[], None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not a string"), "{err}");
+}
