@@ -9,45 +9,63 @@ use lake::{Catalog, CatalogVersion, Committed, LakeError, PartitionField, TableC
 use crate::error::{Result, ShackError};
 
 /// The catalog head with every table of a layer in it, creating the missing ones (with
-/// `schema` and `partitioning`) in one commit. When another run created them first, its
-/// tables are used. Returns the head and the names this call created.
+/// `schema`, `partitioning` and `properties`) and setting `properties` on existing tables that
+/// lack them (a lake made before a property was chosen), all in one commit. When another run
+/// did it first, its tables are used. Returns the head and the names this call created.
 pub(crate) async fn open_tables(
     catalog: &Catalog,
     tables: &[&str],
     schema: fn(&str) -> Result<SchemaRef>,
     partitioning: fn(&str) -> Vec<PartitionField>,
+    properties: fn(&str) -> BTreeMap<String, String>,
 ) -> Result<(CatalogVersion, Vec<String>)> {
     let cat = |e| ShackError::lake("the catalog", e);
     let head = catalog.head().await.map_err(cat)?;
-    let missing: Vec<&str> = tables
-        .iter()
-        .copied()
-        .filter(|t| !head.tables.contains_key(*t))
-        .collect();
-    if missing.is_empty() {
+    let mut changes = Vec::new();
+    let mut missing = Vec::new();
+    let mut updated = Vec::new();
+    for name in tables {
+        let wanted = properties(name);
+        if !head.tables.contains_key(*name) {
+            let schema = schema(name)?;
+            changes.push(
+                catalog
+                    .stage_create_table_with_properties(name, &schema, &partitioning(name), &wanted)
+                    .await
+                    .map_err(|e| ShackError::lake(*name, e))?,
+            );
+            missing.push(*name);
+        } else if !wanted.is_empty() {
+            let table = catalog
+                .table_in(&head, name)
+                .await
+                .map_err(|e| ShackError::lake(*name, e))?;
+            if let Some(change) = table
+                .stage_set_properties(&wanted)
+                .map_err(|e| ShackError::lake(*name, e))?
+            {
+                changes.push(change);
+                updated.push(*name);
+            }
+        }
+    }
+    if changes.is_empty() {
         return Ok((head, Vec::new()));
     }
-    let mut changes = Vec::new();
-    for name in &missing {
-        let schema = schema(name)?;
-        changes.push(
-            catalog
-                .stage_create_table(name, &schema, &partitioning(name))
-                .await
-                .map_err(|e| ShackError::lake(*name, e))?,
-        );
-    }
-    let created = match catalog
-        .commit(
-            changes,
-            "create-table",
-            &format!("create {}", missing.join(", ")),
-            BTreeMap::new(),
+    let (operation, message) = if missing.is_empty() {
+        (
+            "set-properties",
+            format!("set the write properties of {}", updated.join(", ")),
         )
+    } else {
+        ("create-table", format!("create {}", missing.join(", ")))
+    };
+    let created = match catalog
+        .commit(changes, operation, &message, BTreeMap::new())
         .await
     {
         Ok(_) => missing.iter().map(|s| s.to_string()).collect(),
-        // Another run created them first: use its tables.
+        // Another run created or updated them first: use its tables.
         Err(e) if e.is_conflict() => Vec::new(),
         Err(e) => return Err(cat(e)),
     };

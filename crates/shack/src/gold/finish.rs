@@ -90,7 +90,10 @@ pub async fn stage_finish(
         }
     }
     let (head, created_tables) =
-        crate::layer::open_tables(catalog, &TABLES, super::schema, super::partitioning).await?;
+        crate::layer::open_tables(catalog, &TABLES, super::schema, super::partitioning, |_| {
+            Default::default()
+        })
+        .await?;
     let mut silver: BTreeMap<&str, Table> = BTreeMap::new();
     for name in SILVER {
         silver.insert(name, open(catalog, &head, name).await?);

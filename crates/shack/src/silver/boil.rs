@@ -11,7 +11,7 @@ use lake::iceberg::spec::Datum;
 use lake::{
     At, Catalog, CatalogVersion, LakeError, MatchCondition, Merge, Replace, Table, TableChange,
 };
-use sugarbush::{Progress, Source};
+use sugarbush::{Progress, Source, thousands};
 
 use crate::bronze::{self, LANDING_FILES};
 use crate::error::{Result, ShackError};
@@ -91,8 +91,14 @@ pub async fn stage_boil(
             return Err(ShackError::NoBronze { table: name });
         }
     }
-    let (head, created_tables) =
-        crate::layer::open_tables(catalog, &TABLES, tables::schema, tables::partitioning).await?;
+    let (head, created_tables) = crate::layer::open_tables(
+        catalog,
+        &TABLES,
+        tables::schema,
+        tables::partitioning,
+        tables::properties,
+    )
+    .await?;
     let mut bronze_tables: BTreeMap<Source, Table> = BTreeMap::new();
     for source in Source::ALL {
         let name = bronze::table_name(source);
@@ -321,66 +327,78 @@ pub async fn stage_boil(
     let new_payments: Vec<&PaymentRow> = payments.iter().filter(|p| !p.is_duplicate).collect();
 
     // 6. Orders: the highest LSN per order among the new changes (the earliest delivery on a
-    //    tie), kept only where it beats the LSN silver.orders holds. An order's changes carry
-    //    its creation instant (part of the merge key, and the partition), so its stored row is
-    //    read from the days the new changes were created on. Two questions need more: whether
-    //    a new payment's order exists anywhere in silver.orders (a refund's order may be weeks
-    //    old), and whether an order changed its `created_at` (its stored row would be on another
-    //    day). Ids those days did not answer are looked up in every other day of the table:
-    //    order ids are random, so no data file can be skipped by id, and a bounded guess would
-    //    make those checks wrong. This lookup still grows with the table.
+    //    tie), kept only where it beats the LSN silver.orders holds. Three questions need the
+    //    stored rows of some orders: each changed order's LSN, whether its `created_at` moved
+    //    (part of the merge key: its stored row would be on another day), and whether each new
+    //    payment's order exists at all (a refund's order may be weeks old). Order ids are
+    //    random, so neither partitions nor column bounds can find them; silver.orders is
+    //    written with a bloom filter on `order_id` per small row group, and the lookup reads
+    //    only the row groups that may hold an asked id. What it reads grows with the ids asked
+    //    and the days they were created on, not with the table's history.
     let mut existing_lsn: HashMap<String, i64> = HashMap::new();
     let mut existing_created: HashMap<String, i64> = HashMap::new();
-    if !rebuild && (advanced.contains(&Source::Orders) || advanced.contains(&Source::Payments)) {
-        let name = tables::ORDERS;
-        let days = day_ranges(changes.iter().map(|c| c.change.created_at_us));
-        if let Some(filter) = within("created_at", &days) {
-            progress.message("reading the order LSNs silver holds on the changes' creation days");
-            let read = read_where(
-                &silver[name],
-                branch,
-                &["order_id", "_lsn", "created_at"],
-                filter,
-            )
-            .await?;
-            silver_rows_read += read.rows();
-            progress.message(&read.describe("order LSNs"));
-            fold_order_keys(
-                &read.batches,
-                |_| true,
-                &mut existing_lsn,
-                &mut existing_created,
-            )?;
-        }
-        // Order ids still unanswered: new payments' orders, and changed orders not found on
-        // their changes' day (new orders, or an order whose created_at moved).
+    let orders_table = &silver[tables::ORDERS];
+    if !rebuild
+        && (advanced.contains(&Source::Orders) || advanced.contains(&Source::Payments))
+        && orders_table.head(branch).is_some()
+    {
         let asked: HashSet<&str> = new_payments
             .iter()
             .map(|p| p.event.order_id.as_str())
             .chain(changes.iter().map(|c| c.change.order_id.as_str()))
-            .filter(|id| !existing_lsn.contains_key(*id))
             .collect();
-        if !asked.is_empty() {
-            progress.message("probing silver.orders by id for the orders those days did not hold");
-            // Pushing the ids down would not prune (random ids: every file's bounds hold
-            // some) and iceberg's row filter tests each row against every id; the days read
-            // above are skipped, the ids are matched here.
-            let filter = match within("created_at", &days) {
-                Some(days_read) => days_read.negate(),
-                None => Predicate::AlwaysTrue,
-            };
-            let read = read_where(
-                &silver[name],
-                branch,
-                &["order_id", "_lsn", "created_at"],
-                filter,
-            )
-            .await?;
-            silver_rows_read += read.rows();
-            progress.message(&read.describe("orders by id"));
+        // A change carries its order's creation instant, so the changed orders are looked up
+        // on those days first (the partition prunes the rest); new payments' orders are mostly
+        // there too. The ids still unanswered (a refund's order may be weeks old; a payment's
+        // order CDC has not delivered yet is nowhere) are looked up on every other day, where
+        // the bloom filters skip the row groups that hold none of them.
+        let days = day_ranges(changes.iter().map(|c| c.change.created_at_us));
+        let on_days = within("created_at", &days);
+        let mut steps = vec![(on_days.clone(), "on the changes' creation days")];
+        if let Some(on_days) = on_days {
+            steps.push((Some(on_days.negate()), "on the other days"));
+        }
+        for (filter, which) in steps {
+            let ids: HashSet<&str> = asked
+                .iter()
+                .copied()
+                .filter(|id| !existing_lsn.contains_key(*id))
+                .collect();
+            if ids.is_empty() {
+                break;
+            }
+            progress.message(&format!(
+                "looking up {} order ids in silver.orders {which}",
+                thousands(ids.len() as u64)
+            ));
+            let found = orders_table
+                .lookup(
+                    &At::reference(branch),
+                    "order_id",
+                    &ids,
+                    &["_lsn", "created_at"],
+                    filter,
+                )
+                .await
+                .map_err(|e| ShackError::lake(tables::ORDERS, e))?;
+            silver_rows_read += found.rows_read;
+            progress.message(&format!(
+                "read {} order rows from {} of {} row groups in {} of {} data files of {}, found {}{}",
+                thousands(found.rows_read),
+                thousands(found.row_groups_read as u64),
+                thousands(found.row_groups_held as u64),
+                found.files_read,
+                found.files_planned,
+                tables::ORDERS,
+                thousands(found.num_rows() as u64),
+                match found.files_unfiltered {
+                    0 => String::new(),
+                    n => format!(" ({n} written without a bloom filter, read whole)"),
+                }
+            ));
             fold_order_keys(
-                &read.batches,
-                |id| asked.contains(id),
+                &found.batches,
+                |_| true,
                 &mut existing_lsn,
                 &mut existing_created,
             )?;

@@ -37,13 +37,18 @@
 //!   (a redelivery carries its event's own instant, so a held id is on that day). The table is
 //!   partitioned by that day; one made unpartitioned by an older version is kept as it is and
 //!   pruned by its files' `created_at` bounds. Its cost follows the new events' days.
-//! - `silver.orders`: `order_id, _lsn, created_at` on the days the new changes' orders were
-//!   created (the partition, and part of the merge key). Then the ids those days did not
-//!   answer — new payments' orders (a refund's order may be weeks old), new orders, an order
-//!   whose `created_at` moved — are looked up in every other day of the table: order ids are
-//!   random, so no file can be skipped by id, and a bounded guess would make the
-//!   payment → order and immutable-`created_at` checks wrong. That lookup still grows with
-//!   the table (on the default season's late days, about 43k of 48k rows, 48 of 53 files).
+//! - `silver.orders`: `order_id, _lsn, created_at` of the orders the new changes and payments
+//!   name, looked up by id (`Table::lookup`): first on the days the changed orders were created
+//!   (the partition, and part of the merge key), then the ids those days did not answer — a
+//!   refund's order may be weeks old, a payment's order CDC has not delivered yet is nowhere,
+//!   an order whose `created_at` moved is on another day — on every other day. Order ids are
+//!   random, so neither partitions nor column bounds can find them, and a bounded guess would
+//!   make the payment → order and immutable-`created_at` checks wrong: `silver.orders` is
+//!   written with a bloom filter on `order_id` in row groups of 128 rows
+//!   ([`tables::properties`]), and only the row groups whose filter may hold an asked id are
+//!   read. The second lookup reads about one row group per order it finds (on the default
+//!   season's late days about 40–50 of 350, some 5–6k rows of 48k), plus every file's footer
+//!   and filters; what it reads follows the ids asked, not the table's history.
 //! - `silver.fx_rates`, `silver.settlements`: whole (a few rows a day).
 //!
 //! FX rates are kept exactly as `i64` micro-units (`rate_micros`, scaled by 10^6). A republished

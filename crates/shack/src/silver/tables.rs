@@ -5,6 +5,8 @@
 //! Every table carries the bronze lineage of the line it came from: `_landing_file`, `_line`,
 //! `_bronze_snapshot_id` (the bronze snapshot that made the line visible) and `_arrived_at`.
 
+use std::collections::BTreeMap;
+
 use arrow_array::{
     Array, Date32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
@@ -266,6 +268,45 @@ pub fn partitioning(table: &str) -> Vec<lake::PartitionField> {
     match table {
         ORDERS | PAYMENTS => vec![lake::PartitionField::day("created_at")],
         _ => Vec::new(),
+    }
+}
+
+/// The most rows a row group of `silver.orders` holds. A boil looks orders up by id (see
+/// [`properties`]) and reads each row group that may hold an asked id whole: smaller groups
+/// read fewer rows per id, larger ones keep the footers (read for every file a lookup plans)
+/// small and scans fast.
+pub const ORDERS_ROW_GROUP_ROWS: usize = 128;
+
+/// The false-positive probability of `silver.orders`' bloom filter on `order_id`, per id
+/// asked and row group. A day's lookup asks for about a thousand ids that silver does not hold
+/// (payments whose order CDC has not delivered yet): at 1% each, every row group would answer
+/// "maybe" to one of them. At 1e-5 about one row group in a hundred does, for about a kilobyte
+/// of filter per row group.
+pub const ORDERS_BLOOM_FPP: f64 = 0.00001;
+
+/// The write properties of a silver table (set when a boil creates it, and on a table made
+/// before they were chosen; files already written keep their layout). `silver.orders` is
+/// written with a bloom filter on `order_id` in row groups of [`ORDERS_ROW_GROUP_ROWS`] rows,
+/// so a boil finds the orders a day's payments and changes name by reading only the row groups
+/// that may hold them: order ids are random, so neither the day partitions nor the column
+/// bounds can.
+pub fn properties(table: &str) -> BTreeMap<String, String> {
+    match table {
+        ORDERS => BTreeMap::from([
+            (
+                format!("{}order_id", lake::PROP_BLOOM_COLUMN),
+                "true".into(),
+            ),
+            (
+                format!("{}order_id", lake::PROP_BLOOM_FPP_COLUMN),
+                ORDERS_BLOOM_FPP.to_string(),
+            ),
+            (
+                lake::PROP_ROW_GROUP_LIMIT.to_string(),
+                ORDERS_ROW_GROUP_ROWS.to_string(),
+            ),
+        ]),
+        _ => BTreeMap::new(),
     }
 }
 
