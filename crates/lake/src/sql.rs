@@ -1,12 +1,35 @@
 //! SQL over the lake: every table of a catalog version registered in a DataFusion
 //! `SessionContext` as `namespace.table`, at `main`, a branch or tag, or a snapshot.
+//!
+//! A table is scanned by [`LakeTableProvider`]: its filters go to iceberg's scan planning
+//! (partition, bounds and row-group pruning, as iceberg-datafusion's provider does), and the
+//! planned files are split into as many DataFusion partitions as the session has target
+//! partitions, each decoded on its own task. iceberg-datafusion's static provider reads every
+//! file on one partition, so a query used one core however many the machine has.
 
+use std::any::Any;
+use std::fmt;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, Session};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use iceberg_datafusion::IcebergStaticTableProvider;
+use futures::{StreamExt, TryStreamExt};
+use iceberg::scan::FileScanTask;
+use iceberg_datafusion::physical_plan::convert_filters_to_predicate;
 
 use crate::catalog::{Catalog, CatalogVersion};
 use crate::error::{LakeError, Result};
@@ -47,14 +70,7 @@ impl SqlContext {
 pub async fn register_table(ctx: &SessionContext, table: &Table, at: &At) -> Result<Option<i64>> {
     let name = table.name();
     let snapshot = table.resolve(at)?;
-    let provider = match snapshot {
-        Some(id) => {
-            IcebergStaticTableProvider::try_new_from_table_snapshot(table.iceberg().clone(), id)
-                .await
-        }
-        None => IcebergStaticTableProvider::try_new_from_table(table.iceberg().clone()).await,
-    }
-    .map_err(|e| LakeError::iceberg(format!("registering {name}"), e))?;
+    let provider = LakeTableProvider::new(table, snapshot)?;
     let catalog_name = ctx.state().config_options().catalog.default_catalog.clone();
     let catalog = ctx
         .catalog(&catalog_name)
@@ -100,5 +116,195 @@ impl Catalog {
             registered,
             skipped,
         })
+    }
+}
+
+/// A lake table at one snapshot as a DataFusion table (`None`: an empty `main`). Filters are
+/// pushed to iceberg's scan planning as a hint (DataFusion still applies them: inexact), and
+/// the planned files are read on several partitions at once.
+#[derive(Debug, Clone)]
+pub struct LakeTableProvider {
+    table: Table,
+    snapshot: Option<i64>,
+    schema: SchemaRef,
+}
+
+impl LakeTableProvider {
+    /// The table at `snapshot`, in the schema that snapshot was written with.
+    pub fn new(table: &Table, snapshot: Option<i64>) -> Result<Self> {
+        let md = table.iceberg().metadata();
+        let iceberg_schema = match snapshot.and_then(|id| md.snapshot_by_id(id)) {
+            Some(s) => s
+                .schema(md)
+                .map_err(|e| LakeError::iceberg(format!("the schema of {}", table.name()), e))?,
+            None => md.current_schema().clone(),
+        };
+        let schema = Arc::new(
+            iceberg::arrow::schema_to_arrow_schema(&iceberg_schema)
+                .map_err(|e| LakeError::iceberg(format!("the schema of {}", table.name()), e))?,
+        );
+        Ok(Self {
+            table: table.clone(),
+            snapshot,
+            schema,
+        })
+    }
+}
+
+#[async_trait]
+impl TableProvider for LakeTableProvider {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let projected = match projection {
+            Some(p) => Arc::new(self.schema.project(p)?),
+            None => self.schema.clone(),
+        };
+        let Some(id) = self.snapshot else {
+            return Ok(Arc::new(EmptyExec::new(projected)));
+        };
+        let name = self.table.name().to_string();
+        let columns: Vec<String> = projected
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let mut scan = self.table.iceberg().scan().snapshot_id(id).select(columns);
+        if let Some(predicate) = convert_filters_to_predicate(filters) {
+            scan = scan.with_filter(predicate);
+        }
+        let ice = |e: iceberg::Error| {
+            DataFusionError::External(Box::new(LakeError::iceberg(
+                format!("planning a scan of {name}"),
+                e,
+            )))
+        };
+        let tasks: Vec<FileScanTask> = scan
+            .build()
+            .map_err(ice)?
+            .plan_files()
+            .await
+            .map_err(ice)?
+            .try_collect()
+            .await
+            .map_err(ice)?;
+        let n = state.config().target_partitions().min(tasks.len()).max(1);
+        // Largest files first, each to the partition with the fewest bytes so far.
+        let mut groups: Vec<(u64, Vec<FileScanTask>)> = vec![(0, Vec::new()); n];
+        let mut tasks = tasks;
+        tasks.sort_by_key(|t| std::cmp::Reverse(t.length.max(t.file_size_in_bytes)));
+        for t in tasks {
+            let size = t.length.max(1);
+            if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
+                g.0 += size;
+                g.1.push(t);
+            }
+        }
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(projected.clone()),
+            Partitioning::UnknownPartitioning(n),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Ok(Arc::new(LakeScanExec {
+            table: self.table.clone(),
+            snapshot: id,
+            schema: projected,
+            groups: groups.into_iter().map(|g| g.1).collect(),
+            properties,
+        }))
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DFResult<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+}
+
+/// The planned files of one [`LakeTableProvider`] scan, one group of files per partition.
+#[derive(Debug)]
+struct LakeScanExec {
+    table: Table,
+    snapshot: i64,
+    schema: SchemaRef,
+    groups: Vec<Vec<FileScanTask>>,
+    properties: Arc<PlanProperties>,
+}
+
+impl DisplayAs for LakeScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "LakeScanExec: {} at snapshot {}, {} files in {} partitions",
+            self.table.name(),
+            self.snapshot,
+            self.groups.iter().map(Vec::len).sum::<usize>(),
+            self.groups.len()
+        )
+    }
+}
+
+impl ExecutionPlan for LakeScanExec {
+    fn name(&self) -> &str {
+        "LakeScanExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        let tasks = self.groups.get(partition).cloned().unwrap_or_default();
+        let ctx = format!(
+            "scanning {} at snapshot {} (partition {partition})",
+            self.table.name(),
+            self.snapshot
+        );
+        let stream = self
+            .table
+            .read_file_tasks_as(tasks, self.schema.clone(), ctx)
+            .map_err(|e| DataFusionError::External(Box::new(e)))?
+            .map(|r| r.map_err(|e| DataFusionError::External(Box::new(e))));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            stream,
+        )))
     }
 }
