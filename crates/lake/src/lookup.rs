@@ -99,23 +99,8 @@ impl Table {
         if keys.is_empty() {
             return Ok(out);
         }
-        let mut scan = self
-            .iceberg()
-            .scan()
-            .snapshot_id(id)
-            .select(selected.iter().copied());
-        if let Some(f) = filter {
-            scan = scan.with_filter(f);
-        }
-        let tasks: Vec<FileScanTask> = scan
-            .build()
-            .map_err(ice)?
-            .plan_files()
-            .await
-            .map_err(ice)?
-            .try_collect()
-            .await
-            .map_err(ice)?;
+        let names = selected.iter().map(|c| c.to_string()).collect();
+        let tasks = self.plan_files_at(id, Some(names), filter).await?;
         out.files_planned = tasks.len();
 
         let keys: Arc<Vec<String>> = Arc::new(keys.iter().map(|k| k.to_string()).collect());
@@ -140,21 +125,7 @@ impl Table {
             wanted.extend(p.tasks);
         }
 
-        let table_schema = self.arrow_schema()?;
-        let indices = selected
-            .iter()
-            .map(|c| {
-                table_schema.index_of(c).map_err(|_| LakeError::Schema {
-                    table: name.clone(),
-                    detail: format!("no column {c:?} to read"),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let projected = Arc::new(
-            table_schema
-                .project(&indices)
-                .map_err(|e| LakeError::arrow(ctx(), e))?,
-        );
+        let projected = self.projected_schema(&selected)?;
         let batches: Vec<RecordBatch> = self
             .read_file_tasks_as(wanted, projected, ctx())?
             .try_collect()

@@ -70,6 +70,76 @@ impl Table {
         self.read_file_tasks(tasks, format!("scanning {name} at {at}"))
     }
 
+    /// The files a scan of snapshot `id` reads for `columns` (all when `None`), after
+    /// `filter`'s partition and column-bounds pruning.
+    pub(crate) async fn plan_files_at(
+        &self,
+        id: i64,
+        columns: Option<Vec<String>>,
+        filter: Option<iceberg::expr::Predicate>,
+    ) -> Result<Vec<FileScanTask>> {
+        let ice = |e| LakeError::iceberg(format!("planning a scan of {}", self.name()), e);
+        let mut scan = self.iceberg().scan().snapshot_id(id);
+        scan = match columns {
+            Some(c) => scan.select(c),
+            None => scan.select_all(),
+        };
+        if let Some(f) = filter {
+            scan = scan.with_filter(f);
+        }
+        scan.build()
+            .map_err(ice)?
+            .plan_files()
+            .await
+            .map_err(ice)?
+            .try_collect()
+            .await
+            .map_err(ice)
+    }
+
+    /// `columns` of the rows of the table at `at` that `filter` may hold, with how many data
+    /// files were read. The filter goes to iceberg's scan planning, so data files whose
+    /// partition or column bounds cannot hold a match are never opened; within the files
+    /// read, row groups and rows are filtered by it too. Columns come in the order asked.
+    pub async fn scan_where(
+        &self,
+        at: &At,
+        columns: &[&str],
+        filter: iceberg::expr::Predicate,
+    ) -> Result<(Vec<RecordBatch>, usize)> {
+        let Some(id) = self.resolve(at)? else {
+            return Ok((Vec::new(), 0));
+        };
+        let names: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        let tasks = self.plan_files_at(id, Some(names), Some(filter)).await?;
+        let files = tasks.len();
+        let schema = self.projected_schema(columns)?;
+        let ctx = format!("reading {} at {at}", self.name());
+        let batches = self
+            .read_file_tasks_as(tasks, schema, ctx)?
+            .try_collect()
+            .await?;
+        Ok((batches, files))
+    }
+
+    /// The table's Arrow schema with only `columns`, in that order.
+    pub(crate) fn projected_schema(&self, columns: &[&str]) -> Result<SchemaRef> {
+        let schema = self.arrow_schema()?;
+        let indices = columns
+            .iter()
+            .map(|c| {
+                schema.index_of(c).map_err(|_| LakeError::Schema {
+                    table: self.name().to_string(),
+                    detail: format!("no column {c:?} to read"),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        schema
+            .project(&indices)
+            .map(std::sync::Arc::new)
+            .map_err(|e| LakeError::arrow(format!("projecting {}", self.name()), e))
+    }
+
     /// Read planned file scan tasks, several files at once on their own tokio tasks, in the
     /// order given, each batch in the table's Arrow types. iceberg's reader decodes every file
     /// on the task that polls its stream (one core however many files it has open); here each

@@ -27,7 +27,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use datafusion::prelude::{SessionConfig, SessionContext};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use iceberg::scan::FileScanTask;
 use iceberg_datafusion::physical_plan::convert_filters_to_predicate;
 
@@ -179,31 +179,16 @@ impl TableProvider for LakeTableProvider {
         let Some(id) = self.snapshot else {
             return Ok(Arc::new(EmptyExec::new(projected)));
         };
-        let name = self.table.name().to_string();
         let columns: Vec<String> = projected
             .fields()
             .iter()
             .map(|f| f.name().clone())
             .collect();
-        let mut scan = self.table.iceberg().scan().snapshot_id(id).select(columns);
-        if let Some(predicate) = convert_filters_to_predicate(filters) {
-            scan = scan.with_filter(predicate);
-        }
-        let ice = |e: iceberg::Error| {
-            DataFusionError::External(Box::new(LakeError::iceberg(
-                format!("planning a scan of {name}"),
-                e,
-            )))
-        };
-        let tasks: Vec<FileScanTask> = scan
-            .build()
-            .map_err(ice)?
-            .plan_files()
+        let tasks = self
+            .table
+            .plan_files_at(id, Some(columns), convert_filters_to_predicate(filters))
             .await
-            .map_err(ice)?
-            .try_collect()
-            .await
-            .map_err(ice)?;
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
         let n = state.config().target_partitions().min(tasks.len()).max(1);
         // Largest files first, each to the partition with the fewest bytes so far.
         let mut groups: Vec<(u64, Vec<FileScanTask>)> = vec![(0, Vec::new()); n];

@@ -6,9 +6,8 @@ use std::sync::Arc;
 
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
-use lake::{
-    At, Catalog, LakeError, PROP_BLOOM_COLUMN, PROP_ROW_GROUP_LIMIT, iceberg::expr::Reference,
-};
+use lake::iceberg::expr::{Predicate, Reference};
+use lake::{At, Catalog, LakeError, Lookup, PROP_BLOOM_COLUMN, PROP_ROW_GROUP_LIMIT};
 
 fn schema() -> Schema {
     Schema::new(vec![
@@ -91,21 +90,26 @@ fn asked(ids: &[String]) -> HashSet<&str> {
     ids.iter().map(String::as_str).collect()
 }
 
+/// `keys` looked up in silver.orders at `audit`, with their `lsn`.
+async fn look_up(c: &Catalog, keys: &[String], filter: Option<Predicate>) -> Lookup {
+    let t = c.table("silver.orders").await.unwrap();
+    t.lookup(
+        &At::reference("audit"),
+        "order_id",
+        &asked(keys),
+        &["lsn"],
+        filter,
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn a_lookup_reads_only_the_row_groups_that_may_hold_a_key() {
     let c = table(&bloom_props(100)).await;
     let t = c.table("silver.orders").await.unwrap();
     let keys = vec![id(7), id(2_345), id(4_999), "ord-never-written".to_string()];
-    let l = t
-        .lookup(
-            &At::reference("audit"),
-            "order_id",
-            &asked(&keys),
-            &["lsn"],
-            None,
-        )
-        .await
-        .unwrap();
+    let l = look_up(&c, &keys, None).await;
     let mut want = vec![(id(7), 70), (id(2_345), 23_450), (id(4_999), 49_990)];
     want.sort();
     assert_eq!(found(&l.batches), want);
@@ -176,18 +180,8 @@ async fn a_table_without_filters_gives_the_same_rows_read_whole() {
 
 async fn plain_table_with_lsn_filter() -> (Vec<(String, i64)>, usize) {
     let c = table(&bloom_props(100)).await;
-    let t = c.table("silver.orders").await.unwrap();
-    let keys = [id(3), id(4_001)];
-    let l = t
-        .lookup(
-            &At::reference("audit"),
-            "order_id",
-            &keys.iter().map(String::as_str).collect(),
-            &["lsn"],
-            Some(Reference::new("lsn").greater_than_or_equal_to(lake::Datum::long(40_000))),
-        )
-        .await
-        .unwrap();
+    let at_least = Reference::new("lsn").greater_than_or_equal_to(lake::Datum::long(40_000));
+    let l = look_up(&c, &[id(3), id(4_001)], Some(at_least)).await;
     (found(&l.batches), l.files_planned)
 }
 
@@ -212,18 +206,7 @@ async fn properties_set_later_apply_to_files_written_from_then_on() {
     )
     .await
     .unwrap();
-    let t = c.table("silver.orders").await.unwrap();
-    let keys = [id(5_500)];
-    let l = t
-        .lookup(
-            &At::reference("audit"),
-            "order_id",
-            &keys.iter().map(String::as_str).collect(),
-            &["lsn"],
-            None,
-        )
-        .await
-        .unwrap();
+    let l = look_up(&c, &[id(5_500)], None).await;
     assert_eq!(found(&l.batches), vec![(id(5_500), 55_000)]);
     assert_eq!(l.files_unfiltered, 5, "the five files written before");
     assert!(l.row_groups_read <= 5 + 2, "read {}", l.row_groups_read);

@@ -2,10 +2,8 @@
 //! fold, check, and commit every silver table in one catalog version.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
 
 use arrow_array::{Array, LargeBinaryArray, RecordBatch};
-use futures::TryStreamExt;
 use lake::iceberg::expr::{Predicate, Reference};
 use lake::iceberg::spec::Datum;
 use lake::{
@@ -1013,47 +1011,17 @@ async fn read_where(
     let Some(head) = table.head(branch) else {
         return Ok(read);
     };
-    let ice = |e: lake::iceberg::Error| {
-        ShackError::lake(
-            &name,
-            LakeError::Iceberg {
-                context: format!("reading {name}"),
-                source: Box::new(e),
-            },
-        )
-    };
     read.files_held = table.snapshot(head).ok().and_then(|s| {
         s.summary
             .get("total-data-files")
             .and_then(|v| v.parse().ok())
     });
-    let iceberg = table.iceberg();
-    let scan = iceberg
-        .scan()
-        .snapshot_id(head)
-        .select(columns.iter().copied())
-        .with_filter(filter)
-        .build()
-        .map_err(ice)?;
-    let tasks: Vec<_> = scan
-        .plan_files()
+    let (batches, files) = table
+        .scan_where(&At::Snapshot(head), columns, filter)
         .await
-        .map_err(ice)?
-        .try_collect()
-        .await
-        .map_err(ice)?;
-    read.files_opened = tasks.len();
-    let runtime = lake::iceberg::Runtime::try_current().map_err(ice)?;
-    let batches: Vec<RecordBatch> =
-        lake::iceberg::arrow::ArrowReaderBuilder::new(iceberg.file_io().clone(), runtime)
-            .build()
-            .read(Box::pin(futures::stream::iter(tasks.into_iter().map(Ok))))
-            .map_err(ice)?
-            .stream()
-            .try_collect()
-            .await
-            .map_err(ice)?;
-    read.batches = typed(table, batches)?;
+        .map_err(|e| ShackError::lake(&name, e))?;
+    read.files_opened = files;
+    read.batches = batches;
     Ok(read)
 }
 
@@ -1065,45 +1033,6 @@ async fn scan(table: &Table, branch: &str) -> Result<Vec<RecordBatch>> {
         .scan(&At::reference(branch))
         .await
         .map_err(|e| ShackError::lake(table.name().to_string(), e))
-}
-
-/// `batches` read from `table` with every column given the table's own type (strings may
-/// come back as views or large strings).
-fn typed(table: &Table, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
-    let name = table.name().to_string();
-    let schema = table
-        .arrow_schema()
-        .map_err(|e| ShackError::lake(&name, e))?;
-    let mut out = Vec::with_capacity(batches.len());
-    for b in batches {
-        let mut fields = Vec::new();
-        let mut cols = Vec::new();
-        for (f, c) in b.schema().fields().iter().zip(b.columns()) {
-            let want = schema
-                .field_with_name(f.name())
-                .map(|w| w.data_type().clone())
-                .unwrap_or_else(|_| f.data_type().clone());
-            let c = if c.data_type() == &want {
-                c.clone()
-            } else {
-                arrow::compute::cast(c, &want).map_err(|e| ShackError::BadTable {
-                    table: name.clone(),
-                    detail: format!("reading column {}: {e}", f.name()),
-                })?
-            };
-            fields.push(arrow_schema::Field::new(f.name(), want, true));
-            cols.push(c);
-        }
-        out.push(
-            RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), cols).map_err(
-                |e| ShackError::BadTable {
-                    table: name.clone(),
-                    detail: format!("reading key columns: {e}"),
-                },
-            )?,
-        );
-    }
-    Ok(out)
 }
 
 /// The rows a bronze table's branch added after `after`, each with the snapshot that added it.
