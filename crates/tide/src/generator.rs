@@ -6,9 +6,11 @@
 //! * **shoppers** — every event is its own one-row transaction: a shopper lists, reprices or
 //!   delists an item, or a buyer reserves, buys or returns one. All sales are here.
 //! * **professional sellers** — a bulk importer writes one row per item, about 1.4 s apart,
-//!   in one transaction (tens to a few thousand items: seconds to an hour).
-//! * **the wholesale partner** — the intake job writes a pallet (1,500 to 12,000 items) at about
-//!   1.05 s an item, in one transaction running up to three and a half hours.
+//!   in one transaction (eight to three thousand items: seconds to an hour and ten minutes).
+//! * **the wholesale partner** — on Thursdays the intake job writes a pallet at about 1.05 s an
+//!   item, in one transaction: 1,500–2,500 items in early June, growing with the partner's
+//!   business to 4,350–7,250 by the end of August (up to about two hours); the story's
+//!   27 August pallet of 12,000 items (three and a half hours) is placed by hand.
 //!
 //! Each row is stamped (`event_ts`) when it is written; the transaction commits
 //! [`COMMIT_MS`] after its last write, and all its rows become visible together at commit plus
@@ -195,8 +197,8 @@ const SHOPPER_PER_DAY: u128 = 29_600;
 const SHOPPER_HOURS: [u128; 24] = [
     20, 12, 8, 6, 6, 10, 20, 35, 45, 50, 52, 55, 58, 55, 52, 50, 52, 58, 65, 72, 78, 70, 55, 35,
 ];
-/// Shopper activity by weekday (Monday first), per mille.
-const SHOPPER_WEEKDAYS: [u128; 7] = [950, 930, 960, 1_000, 1_050, 1_080, 1_030];
+/// Shopper activity by weekday (Monday first), per mille: a little quieter at the weekend.
+const SHOPPER_WEEKDAYS: [u128; 7] = [1_040, 1_030, 1_030, 1_020, 1_000, 950, 930];
 /// Shopper event mix, per mille, in [`EventType::ALL`] order: about 2,640 sales a day.
 const SHOPPER_EVENTS: [u64; 6] = [244, 386, 60, 190, 89, 31];
 /// Bernoulli trials per second for shopper arrivals (at most this many a second).
@@ -212,14 +214,17 @@ const PRO_HOURS: [u128; 24] = [
 ];
 /// Import activity by weekday (Monday first), per mille.
 const PRO_WEEKDAYS: [u128; 7] = [1_150, 1_150, 1_100, 1_100, 1_050, 750, 700];
-/// Import sizes (roughly log-uniform): most are small, one in fifty is a whole catalogue.
-const PRO_SMALL: (i64, i64) = (8, 110);
+/// Import sizes (roughly log-uniform): most are small, one in fifty is a whole catalogue (up to
+/// half an hour), and about one in three thousand a catalogue of over an hour.
+const PRO_SMALL: (i64, i64) = (8, 120);
 const PRO_LARGE: (i64, i64) = (100, 1_300);
-const PRO_LARGE_PER_MILLE: u64 = 20;
+const PRO_LARGE_PER_MILLION: u64 = 20_000;
+const PRO_HUGE: (i64, i64) = (1_300, 3_000);
+const PRO_HUGE_PER_MILLION: u64 = 300;
 /// Milliseconds per imported item: 1.4 s ± 0.3 s.
 const PRO_GAP_MS: (i64, i64) = (1_100, 1_700);
 /// What an import does, per mille: new stock, repricing, delisting.
-const PRO_KINDS: [u64; 3] = [250, 700, 50];
+const PRO_KINDS: [u64; 3] = [300, 650, 50];
 /// Professional prices, cents.
 const PRO_PRICE: (i64, i64) = (500, 4_000);
 const PRO_SELLERS: i64 = 400;
@@ -227,10 +232,16 @@ const PRO_SELLER_BASE: i64 = 900_000;
 const SHOPPER_SELLERS: i64 = 250_000;
 
 /// A pallet arrives on Thursdays, the intake job starting between 09:00 and 13:00.
-const PALLET_WEEKDAYS: [u32; 2] = [1, 3];
+const PALLET_WEEKDAYS: [u32; 1] = [3];
 const PALLET_FIRST_HOUR: u64 = 9;
 const PALLET_HOURS: u64 = 4;
-const PALLET_ITEMS: (i64, i64) = (2_000, 4_000);
+/// Items on a pallet at the start of the season, before its growth.
+const PALLET_ITEMS: (i64, i64) = (1_500, 2_500);
+/// The partner's pallets grow through the season: by this many per mille of their starting size
+/// over [`SEASON_HOURS`] (so 4,350–7,250 items by the end of August), on from there.
+const PALLET_GROWTH_PER_MILLE: i64 = 1_900;
+/// The story's season: ninety days.
+const SEASON_HOURS: i64 = 90 * 24;
 /// Milliseconds per pallet item: 1.05 s ± 0.1 s.
 const PALLET_GAP_MS: (i64, i64) = (950, 1_150);
 /// Pallet prices, cents.
@@ -408,7 +419,10 @@ impl Generator {
         for m in 0..60 {
             if self.pro.chance(pro_t) {
                 let at = hour_start + m * 60_000 + self.pro.below(60_000) as i64;
-                let (lo, hi) = if self.pro.below(1_000) < PRO_LARGE_PER_MILLE {
+                let roll = self.pro.below(1_000_000);
+                let (lo, hi) = if roll < PRO_HUGE_PER_MILLION {
+                    PRO_HUGE
+                } else if roll < PRO_HUGE_PER_MILLION + PRO_LARGE_PER_MILLION {
                     PRO_LARGE
                 } else {
                     PRO_SMALL
@@ -423,7 +437,8 @@ impl Generator {
         if hod == 0 {
             let hour = PALLET_FIRST_HOUR + self.pallets.below(PALLET_HOURS);
             let at = self.pallets.below(HOUR_MS as u64) as i64;
-            let items = self.pallets.between(PALLET_ITEMS.0, PALLET_ITEMS.1);
+            let items =
+                self.pallets.between(PALLET_ITEMS.0, PALLET_ITEMS.1) * pallet_growth_pm(h) / 1_000;
             let replaced = self.cfg.big_pallet.is_some_and(|b| {
                 (hour_start..hour_start + DAY_MS).contains(&b.commit_ms) && self.big.is_some()
             });
@@ -603,6 +618,11 @@ impl Iterator for Generator {
     }
 }
 
+/// A pallet's size at hour `h` of the window, per mille of its starting size.
+fn pallet_growth_pm(h: i64) -> i64 {
+    1_000 + PALLET_GROWTH_PER_MILLE * h / SEASON_HOURS
+}
+
 /// Roughly log-uniform in `lo..=hi` with integers only: a uniform octave, then uniform in it.
 fn log_uniform(r: &mut SplitMix64, lo: i64, hi: i64) -> i64 {
     let mut octaves = Vec::new();
@@ -671,10 +691,11 @@ mod tests {
             }
             match tx.kind {
                 TxKind::Shopper => assert_eq!(tx.rows.len(), 1),
-                TxKind::ProSeller => assert!((8..=1_300).contains(&tx.rows.len())),
+                TxKind::ProSeller => assert!((8..=3_000).contains(&tx.rows.len())),
                 TxKind::Wholesale => {
                     pallets += 1;
-                    assert!((2_000..=4_000).contains(&tx.rows.len()));
+                    // Three days into the season: grown by at most 1,900 × 72 / 2,160 per mille.
+                    assert!((1_500..=2_500 * 1_063 / 1_000).contains(&tx.rows.len()));
                 }
             }
         }

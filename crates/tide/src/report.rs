@@ -628,6 +628,9 @@ pub(crate) fn build(
             "the bets are replayed after the run over the rows bronze delivered, in load order, at the story model's own run instants (nothing regenerated, nothing written): append keeps every selected copy, merge one per event_id; microbatch rebuilds, every run, the batches from (the batch holding the run) − lookback on, from every row visible then, and its first run builds everything; \"after the change\" counts the rows stamped from the change on, and the writes of those rows"
                 .to_string(),
         );
+        if let Some(note) = story.as_ref().and_then(crate::story::misses_note) {
+            notes.push(note);
+        }
         notes.push(
             "the catalogue: a listing is live in the shop at an instant when it was created before it and neither sold nor delisted before it; missing = live in the shop and not live in the model (its creation was never recorded); its listed value is its last price (creation or price change) before the instant; the story's own count nets out the model's extras (delists never recorded)"
                 .to_string(),
