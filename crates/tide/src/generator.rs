@@ -200,7 +200,7 @@ const SHOPPER_HOURS: [u128; 24] = [
 /// Shopper activity by weekday (Monday first), per mille: a little quieter at the weekend.
 const SHOPPER_WEEKDAYS: [u128; 7] = [1_040, 1_030, 1_030, 1_020, 1_000, 950, 930];
 /// Shopper event mix, per mille, in [`EventType::ALL`] order: about 2,640 sales a day.
-const SHOPPER_EVENTS: [u64; 6] = [244, 386, 60, 190, 89, 31];
+const SHOPPER_EVENTS: [u64; 6] = [195, 386, 60, 239, 89, 31];
 /// Bernoulli trials per second for shopper arrivals (at most this many a second).
 const SHOPPER_TRIALS: u64 = 4;
 /// Shopper prices and sale prices, cents (about €29 a sale).
