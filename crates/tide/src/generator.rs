@@ -203,6 +203,14 @@ const SHOPPER_WEEKDAYS: [u128; 7] = [1_040, 1_030, 1_030, 1_020, 1_000, 950, 930
 const SHOPPER_EVENTS: [u64; 6] = [195, 386, 60, 239, 89, 31];
 /// Bernoulli trials per second for shopper arrivals (at most this many a second).
 const SHOPPER_TRIALS: u64 = 4;
+/// Per mille of shopper events (repricing, reserving, buying, delisting) that name a piece of
+/// bulk stock — a professional import's or a pallet's item — rather than another shopper's
+/// listing: one in five. The story's stock sells slowly: twelve days after the 27 August
+/// pallet the shop still lists all 12,000 of its items, "slow stock" is what the repricing job
+/// marks down, and its 70,434 listings missing at the end are nearly all of the 24,248 missing
+/// at the change plus the 47,833 never recorded since (all of them stock: one-row
+/// transactions lose nothing).
+const SHOPPER_ON_STOCK_PER_MILLE: u64 = 200;
 /// Shopper prices and sale prices, cents (about €29 a sale).
 const SHOPPER_PRICE: (i64, i64) = (300, 5_580);
 
@@ -283,16 +291,36 @@ enum ProKind {
 /// The listings the shop shows, as the writers see them: a listing can be repriced, reserved,
 /// sold or delisted only once the transaction that created it has committed, and a sold or
 /// delisted listing leaves the shop. (So the catalogue the report counts is a real one.)
+///
+/// The shelf keeps two kinds of listing apart: what shoppers listed themselves, one item at a
+/// time, and the stock the bulk writers put up (professional imports and the partner's pallets).
+/// Shoppers act on each other's listings, and only [`SHOPPER_ON_STOCK_PER_MILLE`] of their
+/// events in a thousand name a piece of stock; professional imports reprice and delist
+/// anywhere, as before.
 #[derive(Clone, Debug, Default)]
 struct Shelf {
+    /// Listed by shoppers.
     live: Vec<i64>,
-    /// Listings created by transactions not committed yet: (commit, ids), earliest first.
-    pending: std::collections::BinaryHeap<std::cmp::Reverse<(i64, i64, Vec<i64>)>>,
+    /// Put up by professional imports and pallets.
+    stock: Vec<i64>,
+    /// Listings created by transactions not committed yet: (commit, tx, ids, stock?), earliest
+    /// first.
+    pending: std::collections::BinaryHeap<std::cmp::Reverse<Pending>>,
     /// The most recent sales (a return refers to one of them).
     sold: VecDeque<i64>,
 }
 
+/// Listings created by one transaction: its commit, its id, the listings, whether they are stock.
+type Pending = (i64, i64, Vec<i64>, bool);
+
 const RECENT_SALES: usize = 4_096;
+
+/// Which of the shelf's two lists a pick is from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Shoppers,
+    Stock,
+}
 
 impl Shelf {
     /// Put on the shelf what committed at or before `t`.
@@ -300,26 +328,68 @@ impl Shelf {
         while self
             .pending
             .peek()
-            .is_some_and(|std::cmp::Reverse((c, _, _))| *c <= t)
+            .is_some_and(|std::cmp::Reverse((c, _, _, _))| *c <= t)
         {
-            if let Some(std::cmp::Reverse((_, _, ids))) = self.pending.pop() {
-                self.live.extend(ids);
+            if let Some(std::cmp::Reverse((_, _, ids, stock))) = self.pending.pop() {
+                if stock {
+                    self.stock.extend(ids);
+                } else {
+                    self.live.extend(ids);
+                }
             }
         }
     }
 
-    fn pick(&self, r: &mut SplitMix64) -> Option<usize> {
-        (!self.live.is_empty()).then(|| r.below(self.live.len() as u64) as usize)
+    fn list(&mut self, side: Side) -> &mut Vec<i64> {
+        match side {
+            Side::Shoppers => &mut self.live,
+            Side::Stock => &mut self.stock,
+        }
+    }
+
+    /// Anywhere on the shelf, uniformly (what a professional import acts on).
+    fn pick_any(&self, r: &mut SplitMix64) -> Option<(Side, usize)> {
+        let n = self.live.len() + self.stock.len();
+        (n > 0).then(|| {
+            let i = r.below(n as u64) as usize;
+            if i < self.live.len() {
+                (Side::Shoppers, i)
+            } else {
+                (Side::Stock, i - self.live.len())
+            }
+        })
+    }
+
+    /// What a shopper acts on: another shopper's listing, but
+    /// [`SHOPPER_ON_STOCK_PER_MILLE`] times in a thousand a piece of stock (either, when the
+    /// other list is empty).
+    fn pick_shopper(&mut self, r: &mut SplitMix64) -> Option<(Side, usize)> {
+        let first = if r.below(1_000) < SHOPPER_ON_STOCK_PER_MILLE {
+            Side::Stock
+        } else {
+            Side::Shoppers
+        };
+        let other = match first {
+            Side::Shoppers => Side::Stock,
+            Side::Stock => Side::Shoppers,
+        };
+        let side = if self.list(first).is_empty() {
+            other
+        } else {
+            first
+        };
+        let n = self.list(side).len() as u64;
+        (n > 0).then(|| (side, r.below(n) as usize))
     }
 
     /// A live listing that stays live.
-    fn touch(&self, r: &mut SplitMix64) -> Option<i64> {
-        self.pick(r).map(|i| self.live[i])
+    fn touch(&mut self, at: Option<(Side, usize)>) -> Option<i64> {
+        at.map(|(side, i)| self.list(side)[i])
     }
 
     /// A live listing that leaves the shop.
-    fn take(&mut self, r: &mut SplitMix64) -> Option<i64> {
-        self.pick(r).map(|i| self.live.swap_remove(i))
+    fn take(&mut self, at: Option<(Side, usize)>) -> Option<i64> {
+        at.map(|(side, i)| self.list(side).swap_remove(i))
     }
 }
 
@@ -480,9 +550,13 @@ impl Generator {
                 let listing = match event_type {
                     EventType::ListingCreated => None,
                     EventType::PriceChanged | EventType::Reserved => {
-                        self.shelf.touch(&mut self.pool)
+                        let at = self.shelf.pick_shopper(&mut self.pool);
+                        self.shelf.touch(at)
                     }
-                    EventType::Delisted | EventType::Sold => self.shelf.take(&mut self.pool),
+                    EventType::Delisted | EventType::Sold => {
+                        let at = self.shelf.pick_shopper(&mut self.pool);
+                        self.shelf.take(at)
+                    }
                     EventType::Returned => {
                         let n = self.shelf.sold.len() as u64;
                         (n > 0).then(|| self.shelf.sold[self.pool.below(n) as usize])
@@ -529,8 +603,14 @@ impl Generator {
                     let event_id = first_event + i;
                     let existing = match what {
                         ProKind::NewStock => None,
-                        ProKind::Reprice => self.shelf.touch(&mut self.pool),
-                        ProKind::Delist => self.shelf.take(&mut self.pool),
+                        ProKind::Reprice => {
+                            let at = self.shelf.pick_any(&mut self.pool);
+                            self.shelf.touch(at)
+                        }
+                        ProKind::Delist => {
+                            let at = self.shelf.pick_any(&mut self.pool);
+                            self.shelf.take(at)
+                        }
                     };
                     let (event_type, listing_id) = match (what, existing) {
                         (ProKind::Reprice, Some(id)) => (EventType::PriceChanged, id),
@@ -591,9 +671,10 @@ impl Generator {
         let last = rows.last().map_or(start_ms, |row| row.event_ts_ms);
         let commit_ms = last + COMMIT_MS;
         if !created.is_empty() {
+            let stock = kind != TxKind::Shopper;
             self.shelf
                 .pending
-                .push(std::cmp::Reverse((commit_ms, tx_id, created)));
+                .push(std::cmp::Reverse((commit_ms, tx_id, created, stock)));
         }
         Transaction {
             tx_id,

@@ -876,7 +876,7 @@ fn why_it_differs(figure: &str, story: f64) -> Option<&'static str> {
             || f.starts_with("… their listed value") =>
         {
             Some(
-                "the catalogue's turnover depends on which listings are bought and delisted, which the story does not give: here any live listing, at random, so some of the never-recorded ones leave the shop within the month, where the story's keeps nearly all of them (its 70,434 at the end are its 24,248 at the change and the 47,833 never recorded since, less 2%); the listings never recorded, which feed it, are within range",
+                "the catalogue's turnover depends on which listings are bought and delisted, which the story gives only in outline: here shoppers act on each other's listings and one event in five on bulk stock (imports and pallets, where all never-recorded listings are), and professional imports delist any live listing, so some never-recorded ones still leave the shop; the story's keep nearly all (its 70,434 at the end are its 24,248 at the change and the 47,833 never recorded since, less 2%); the listings never recorded, which feed it, are within range",
             )
         }
         _ => None,
