@@ -18,6 +18,7 @@ use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::ArrowFileReader;
 use iceberg::expr::Predicate;
+use iceberg::io::FileMetadata;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{PrimitiveType, Type};
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
@@ -103,14 +104,14 @@ impl Table {
         let tasks = self.plan_files_at(id, Some(names), filter).await?;
         out.files_planned = tasks.len();
 
-        let keys: Arc<Vec<String>> = Arc::new(keys.iter().map(|k| k.to_string()).collect());
+        let owned: Arc<Vec<String>> = Arc::new(keys.iter().map(|k| k.to_string()).collect());
         let file_io = self.iceberg().file_io().clone();
         let field_id = field.id;
         let key_name = key.to_string();
         let pruned: Vec<Pruned> = futures::stream::iter(tasks)
             .map(|task| {
-                let (file_io, keys, key_name) = (file_io.clone(), keys.clone(), key_name.clone());
-                async move { prune(&file_io, task, field_id, &key_name, &keys).await }
+                let (file_io, owned, key_name) = (file_io.clone(), owned.clone(), key_name.clone());
+                async move { prune(&file_io, task, field_id, &key_name, &owned).await }
             })
             .buffered(read_parallelism())
             .try_collect()
@@ -130,7 +131,6 @@ impl Table {
             .read_file_tasks_as(wanted, projected, ctx())?
             .try_collect()
             .await?;
-        let asked: HashSet<&str> = keys.iter().map(String::as_str).collect();
         for b in batches {
             out.rows_read += b.num_rows() as u64;
             let ids = b
@@ -142,7 +142,7 @@ impl Table {
                     detail: format!("lookup key {key:?} was not read as a string"),
                 })?;
             let keep: BooleanArray = (0..ids.len())
-                .map(|i| Some(ids.is_valid(i) && asked.contains(ids.value(i))))
+                .map(|i| Some(ids.is_valid(i) && keys.contains(ids.value(i))))
                 .collect();
             let kept = arrow::compute::filter_record_batch(&b, &keep)
                 .map_err(|e| LakeError::arrow(ctx(), e))?;
@@ -166,8 +166,11 @@ async fn prune(
     key: &str,
     keys: &[String],
 ) -> iceberg::Result<Pruned> {
+    // The manifest gives the file's size: no stat (a HEAD on an object store) per file.
     let input = file_io.new_input(&task.data_file_path)?;
-    let meta = input.metadata().await?;
+    let meta = FileMetadata {
+        size: task.file_size_in_bytes,
+    };
     let reader = ArrowFileReader::new(meta, input.reader().await?);
     let mut builder = ParquetRecordBatchStreamBuilder::new(reader)
         .await

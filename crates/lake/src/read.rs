@@ -49,25 +49,11 @@ impl Incremental {
 impl Table {
     /// Stream the rows of the table at `at`. `main` on a table never published is empty.
     pub async fn scan_stream(&self, at: &At) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-        let name = self.name().to_string();
         let Some(id) = self.resolve(at)? else {
             return Ok(Box::pin(futures::stream::empty()));
         };
-        let scan = self
-            .iceberg()
-            .scan()
-            .snapshot_id(id)
-            .select_all()
-            .build()
-            .map_err(|e| LakeError::iceberg(format!("planning a scan of {name} at {at}"), e))?;
-        let tasks: Vec<FileScanTask> = scan
-            .plan_files()
-            .await
-            .map_err(|e| LakeError::iceberg(format!("planning a scan of {name} at {at}"), e))?
-            .try_collect()
-            .await
-            .map_err(|e| LakeError::iceberg(format!("planning a scan of {name} at {at}"), e))?;
-        self.read_file_tasks(tasks, format!("scanning {name} at {at}"))
+        let tasks = self.plan_files_at(id, None, None).await?;
+        self.read_file_tasks(tasks, format!("scanning {} at {at}", self.name()))
     }
 
     /// The files a scan of snapshot `id` reads for `columns` (all when `None`), after
@@ -78,7 +64,12 @@ impl Table {
         columns: Option<Vec<String>>,
         filter: Option<iceberg::expr::Predicate>,
     ) -> Result<Vec<FileScanTask>> {
-        let ice = |e| LakeError::iceberg(format!("planning a scan of {}", self.name()), e);
+        let ice = |e| {
+            LakeError::iceberg(
+                format!("planning a scan of {} at snapshot {id}", self.name()),
+                e,
+            )
+        };
         let mut scan = self.iceberg().scan().snapshot_id(id);
         scan = match columns {
             Some(c) => scan.select(c),

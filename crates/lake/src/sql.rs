@@ -193,11 +193,10 @@ impl TableProvider for LakeTableProvider {
         // Largest files first, each to the partition with the fewest bytes so far.
         let mut groups: Vec<(u64, Vec<FileScanTask>)> = vec![(0, Vec::new()); n];
         let mut tasks = tasks;
-        tasks.sort_by_key(|t| std::cmp::Reverse(t.length.max(t.file_size_in_bytes)));
+        tasks.sort_by_key(|t| std::cmp::Reverse(t.file_size_in_bytes));
         for t in tasks {
-            let size = t.length.max(1);
             if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
-                g.0 += size;
+                g.0 += t.file_size_in_bytes.max(1);
                 g.1.push(t);
             }
         }

@@ -173,12 +173,12 @@ async fn a_table_without_filters_gives_the_same_rows_read_whole() {
     assert_eq!(p.rows_read, 5_000);
     assert!(f.rows_read < 1_000, "decoded {} rows", f.rows_read);
     // The filter on the scan prunes first: only the rows it may match are looked in.
-    let t = plain_table_with_lsn_filter().await;
+    let t = lookup_with_lsn_filter().await;
     assert_eq!(t.0, vec![(id(4_001), 40_010)]);
     assert_eq!(t.1, 1, "one file's bounds hold lsn ≥ 40,000");
 }
 
-async fn plain_table_with_lsn_filter() -> (Vec<(String, i64)>, usize) {
+async fn lookup_with_lsn_filter() -> (Vec<(String, i64)>, usize) {
     let c = table(&bloom_props(100)).await;
     let at_least = Reference::new("lsn").greater_than_or_equal_to(lake::Datum::long(40_000));
     let l = look_up(&c, &[id(3), id(4_001)], Some(at_least)).await;

@@ -394,12 +394,7 @@ pub async fn stage_boil(
                     n => format!(" ({n} written without a bloom filter, read whole)"),
                 }
             ));
-            fold_order_keys(
-                &found.batches,
-                |_| true,
-                &mut existing_lsn,
-                &mut existing_created,
-            )?;
+            fold_order_keys(&found.batches, &mut existing_lsn, &mut existing_created)?;
         }
     }
     let mut winners: HashMap<&str, &OrderRow> = HashMap::new();
@@ -627,10 +622,9 @@ pub async fn stage_boil(
 }
 
 /// Record each row's `_lsn` and `created_at` by order id (`order_id, _lsn, created_at` batches of
-/// silver.orders), for the ids `keep` accepts.
+/// silver.orders).
 fn fold_order_keys(
     batches: &[RecordBatch],
-    keep: impl Fn(&str) -> bool,
     lsn: &mut HashMap<String, i64>,
     created: &mut HashMap<String, i64>,
 ) -> Result<()> {
@@ -639,7 +633,7 @@ fn fold_order_keys(
         let ids = tables::strs(name, b, "order_id")?;
         let lsns = tables::longs(name, b, "_lsn")?;
         let at = tables::stamps(name, b, "created_at")?;
-        for i in (0..ids.len()).filter(|i| keep(ids.value(*i))) {
+        for i in 0..ids.len() {
             lsn.insert(ids.value(i).to_string(), lsns.value(i));
             created.insert(ids.value(i).to_string(), at.value(i));
         }
