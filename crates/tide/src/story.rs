@@ -883,8 +883,18 @@ fn why_it_differs(figure: &str, story: f64) -> Option<&'static str> {
     }
 }
 
-/// The figures further than [`WITHIN_PCT`] from the story's, each with why where known.
+/// The story's window: ninety days, sixty before the schedule change and thirty after.
+const STORY_DAYS: u64 = 90;
+
+/// The figures further than [`WITHIN_PCT`] from the story's, each with why where known. A run
+/// over another window is not the story's: it says so instead of listing every figure.
 pub(crate) fn misses_note(r: &StoryReport) -> Option<String> {
+    let days = r.before.days + r.after.days;
+    if days != STORY_DAYS {
+        return Some(format!(
+            "against the story: this run covers {days} days, the story {STORY_DAYS}; its figures are the story's only over the default window"
+        ));
+    }
     let misses: Vec<String> = r
         .against_the_story
         .iter()
