@@ -11,15 +11,16 @@ use arrow_array::{
     Array, BooleanArray, Date32Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
 };
-use lake::{At, Catalog, CatalogVersion, LakeError, Literal, Replace, Struct, Table, TableChange};
+use lake::{At, Catalog, CatalogVersion, LakeError, Replace, Table, TableChange};
 use sugarbush::Progress;
 
 use crate::error::{Result, ShackError};
 use crate::silver::tables::{FX_RATES, ORDER_CHANGES, ORDERS, PAYMENTS};
 
+use super::delta::{self, Scope};
 use super::{
-    FCT_PAYMENTS, FinishOptions, FinishReport, GoldTableReport, MART_DAILY_CASH,
-    MART_ORDER_REVENUE, Order, Payment, Rates, TABLES, date_of, inputs, local_day, props,
+    FCT_PAYMENTS, Fact, FinishOptions, FinishReport, GoldTableReport, MART_DAILY_CASH,
+    MART_ORDER_REVENUE, Order, Payment, Rates, RevenueRow, TABLES, date_of, inputs, props,
     watermark_key,
 };
 
@@ -89,11 +90,14 @@ pub async fn stage_finish(
             });
         }
     }
-    let (head, created_tables) =
-        crate::layer::open_tables(catalog, &TABLES, super::schema, super::partitioning, |_| {
-            Default::default()
-        })
-        .await?;
+    let (head, created_tables) = crate::layer::open_tables(
+        catalog,
+        &TABLES,
+        super::schema,
+        super::partitioning,
+        super::properties,
+    )
+    .await?;
     let mut silver: BTreeMap<&str, Table> = BTreeMap::new();
     for name in SILVER {
         silver.insert(name, open(catalog, &head, name).await?);
@@ -122,44 +126,37 @@ pub async fn stage_finish(
         });
     }
 
-    // 2. All of silver that gold needs, at the consumed snapshots.
-    progress.message("reading silver");
-    let payments = read_payments(&scan_at(&silver[PAYMENTS], consumed.get(PAYMENTS)).await?)?;
-    let orders = read_orders(&scan_at(&silver[ORDERS], consumed.get(ORDERS)).await?)?;
+    // 2. Walk gold on from its watermarks, or build it from all of silver.
     let rates = read_rates(&scan_at(&silver[FX_RATES], consumed.get(FX_RATES)).await?)?;
-    let days = super::order_days(&orders, &tz);
-    let facts = super::facts(payments, &days, &rates);
-    let cash = super::daily_cash(&facts);
-    let queue = super::fulfilment_queue(&orders, options.through.timestamp_micros(), &tz);
-    let usd_events_without_rate = facts
-        .iter()
-        .filter(|f| f.payment.currency == "usd" && f.fx_rate_micros.is_none())
-        .count() as u64;
-    let events_without_order = facts.iter().filter(|f| f.order_date.is_none()).count() as u64;
-
-    // 3. Which order dates the new silver data touches (or every date).
-    progress.message("finding the order dates that changed");
-    let mart = &gold[MART_ORDER_REVENUE];
+    let through_us = options.through.timestamp_micros();
     let mut rebuilt_because = None;
-    let mut touched_by: BTreeMap<String, u64> = BTreeMap::new();
-    let touched: Option<BTreeSet<i32>> = if options.replay {
+    let out = if options.replay {
         None
     } else {
-        match touched_dates(mart, &silver, &consumed, branch, &days, &rates, &facts, &tz).await {
-            Ok((dates, by)) => {
-                touched_by = by;
-                Some(dates)
-            }
+        progress.message("reading what changed in silver");
+        let inputs = delta::Inputs {
+            silver: &silver,
+            gold: &gold,
+            consumed: &consumed,
+            rates: &rates,
+            branch,
+            through_us,
+            tz: &tz,
+        };
+        match delta::walk_on(&inputs).await? {
+            Ok(out) => Some(out),
             Err(why) => {
                 rebuilt_because = Some(format!("{why}; every order date was rebuilt"));
                 None
             }
         }
     };
-    let revenue = super::order_revenue(&facts, &rates, touched.as_ref());
-    let all_dates: BTreeSet<i32> = match &touched {
-        Some(t) => t.clone(),
-        None => facts.iter().filter_map(|f| f.order_date).collect(),
+    let out = match out {
+        Some(out) => out,
+        None => {
+            progress.message("reading silver");
+            whole(&silver, &consumed, rates, through_us, &tz).await?
+        }
     };
     let mode = if options.replay {
         "replay"
@@ -167,7 +164,7 @@ pub async fn stage_finish(
         "incremental"
     };
 
-    // 4. Stage one snapshot per gold table and commit them as one.
+    // 3. Stage one snapshot per gold table and commit them as one.
     progress.message("staging");
     let mut staged: Vec<TableChange> = Vec::new();
     let mut reports = Vec::new();
@@ -182,41 +179,63 @@ pub async fn stage_finish(
                 properties.insert(watermark_key(input), id.to_string());
             }
         }
-        let batch = match name {
-            FCT_PAYMENTS => super::fct_payments_batch(&facts)?,
-            MART_DAILY_CASH => super::daily_cash_batch(&cash)?,
-            MART_ORDER_REVENUE => super::order_revenue_batch(&revenue)?,
-            _ => super::fulfilment_queue_batch(&queue)?,
+        let (batch, scope, column) = match name {
+            FCT_PAYMENTS => {
+                properties.insert(
+                    props::EVENTS_WITHOUT_ORDER.to_string(),
+                    out.events_without_order.to_string(),
+                );
+                properties.insert(
+                    props::USD_EVENTS_WITHOUT_RATE.to_string(),
+                    out.usd_events_without_rate.to_string(),
+                );
+                (
+                    super::fct_payments_batch(&out.facts)?,
+                    &out.facts_scope,
+                    "processor_date",
+                )
+            }
+            MART_DAILY_CASH => (
+                super::daily_cash_batch(&out.cash)?,
+                &out.facts_scope,
+                "processor_date",
+            ),
+            MART_ORDER_REVENUE => (
+                super::order_revenue_batch(&out.revenue)?,
+                &out.revenue_scope,
+                "order_date",
+            ),
+            _ => (
+                super::fulfilment_queue_batch(&out.queue)?,
+                &Scope::Whole,
+                "",
+            ),
         };
         let rows = batch.num_rows() as u64;
         let batches: Vec<RecordBatch> = if rows > 0 { vec![batch] } else { Vec::new() };
         let t = &gold[name];
         let lake_err = |e| ShackError::lake(name, e);
-        let whole = name != MART_ORDER_REVENUE || touched.is_none();
-        let change = if whole {
-            t.stage_replace(branch, &Replace::All, &batches, properties)
+        let change = match scope {
+            Scope::Whole => t
+                .stage_replace(branch, &Replace::All, &batches, properties)
                 .await
-                .map_err(lake_err)?
-        } else if all_dates.is_empty() {
+                .map_err(lake_err)?,
             // Nothing touched: a snapshot still carries the new watermarks.
-            t.stage_append(branch, &[], properties)
+            Scope::Dates(dates) if dates.is_empty() && batches.is_empty() => t
+                .stage_append(branch, &[], properties)
                 .await
-                .map_err(lake_err)?
-        } else {
-            let partitions: Vec<Struct> = all_dates
-                .iter()
-                .map(|d| Struct::from_iter([Some(Literal::date(*d))]))
-                .collect();
-            t.stage_replace(
-                branch,
-                &Replace::Partitions(partitions),
-                &batches,
-                properties,
-            )
-            .await
-            .map_err(lake_err)?
+                .map_err(lake_err)?,
+            Scope::Dates(dates) => t
+                .stage_replace(
+                    branch,
+                    &delta::replace_dates(t, column, dates),
+                    &batches,
+                    properties,
+                )
+                .await
+                .map_err(lake_err)?,
         };
-        reports.push(table_report(name, &change, rows, whole)?);
+        reports.push(table_report(name, &change, rows, *scope == Scope::Whole)?);
         staged.push(change);
     }
 
@@ -224,7 +243,7 @@ pub async fn stage_finish(
         "finish ({mode}) of {} on {branch} as of {}: {} order dates rebuilt",
         TABLES.join(", "),
         options.through.to_rfc3339(),
-        all_dates.len()
+        out.dates.len()
     );
     let properties = BTreeMap::from([
         (props::FINISH_ID.to_string(), finish_id.clone()),
@@ -238,10 +257,11 @@ pub async fn stage_finish(
         rebuilt_because,
         created_tables,
         silver: consumed,
-        dates_rebuilt: all_dates.iter().map(|d| date_of(*d)).collect(),
-        touched_by,
-        usd_events_without_rate,
-        events_without_order,
+        dates_rebuilt: out.dates.iter().map(|d| date_of(*d)).collect(),
+        touched_by: out.touched_by,
+        usd_events_without_rate: out.usd_events_without_rate,
+        events_without_order: out.events_without_order,
+        rows_read: out.read,
         tables: reports,
         catalog_version: None,
     };
@@ -253,122 +273,45 @@ pub async fn stage_finish(
     })
 }
 
-/// Order dates touched, and how many each input touched.
-type Touched = (BTreeSet<i32>, BTreeMap<String, u64>);
-
-/// The order dates touched since `gold.mart_order_revenue`'s watermarks, with how many each
-/// input touched; `Err(why)` when they cannot be walked on from (every date is rebuilt then).
-#[allow(clippy::too_many_arguments)]
-async fn touched_dates(
-    mart: &Table,
+/// Every gold row from all of silver at the consumed snapshots (a replay, the first finish,
+/// or a finish that cannot walk on from its watermarks).
+async fn whole(
     silver: &BTreeMap<&str, Table>,
     consumed: &BTreeMap<String, i64>,
-    branch: &str,
-    days: &std::collections::HashMap<String, (i32, String)>,
-    rates: &Rates,
-    facts: &[super::Fact],
+    rates: Rates,
+    through_us: i64,
     tz: &Tz,
-) -> std::result::Result<Touched, String> {
-    let Some(head) = mart.head(branch) else {
-        return Err(format!("{MART_ORDER_REVENUE} has no {branch} snapshot yet"));
-    };
-    let summary = mart.snapshot(head).map_err(|e| e.to_string())?.summary;
-    let mut wm: BTreeMap<&str, Option<i64>> = BTreeMap::new();
-    for input in inputs(MART_ORDER_REVENUE) {
-        let key = watermark_key(input);
-        let v = match summary.get(&key) {
-            None => None,
-            Some(v) => Some(v.trim().parse::<i64>().map_err(|_| {
-                format!("{MART_ORDER_REVENUE} records {key} = {v:?}, not a snapshot id")
-            })?),
-        };
-        if v.is_none() && consumed.contains_key(input) {
-            return Err(format!(
-                "{MART_ORDER_REVENUE} records no watermark of {input}"
-            ));
-        }
-        wm.insert(input, v);
-    }
-    let mut dates = BTreeSet::new();
-    let mut by: BTreeMap<String, u64> = BTreeMap::new();
-    let mut seen: BTreeSet<(&str, i32)> = BTreeSet::new();
-    let mut note = |dates: &mut BTreeSet<i32>, why: &'static str, d: i32| {
-        dates.insert(d);
-        if seen.insert((why, d)) {
-            *by.entry(why.to_string()).or_default() += 1;
-        }
-    };
-    // New payment events: their orders' dates.
-    for batch in new_rows(
-        &silver[PAYMENTS],
-        branch,
-        wm[PAYMENTS],
-        consumed.get(PAYMENTS),
-    )
-    .await?
-    {
-        let ids = strs(PAYMENTS, &batch, "order_id").map_err(|e| e.to_string())?;
-        for i in 0..ids.len() {
-            if let Some((d, _)) = days.get(ids.value(i)) {
-                note(&mut dates, "payments", *d);
-            }
-        }
-    }
-    // New order changes (a late order, a status or region change, a delete): their dates.
-    for batch in new_rows(
-        &silver[ORDER_CHANGES],
-        branch,
-        wm[ORDER_CHANGES],
-        consumed.get(ORDER_CHANGES),
-    )
-    .await?
-    {
-        let created = stamps(ORDER_CHANGES, &batch, "created_at").map_err(|e| e.to_string())?;
-        for i in 0..created.len() {
-            note(&mut dates, "orders", local_day(tz, created.value(i)));
-        }
-    }
-    // A new or corrected rate: the dates whose order-date rate is not what it was.
-    if wm[FX_RATES] != consumed.get(FX_RATES).copied() {
-        let old = match wm[FX_RATES] {
-            None => Rates::default(),
-            Some(id) => {
-                let t = &silver[FX_RATES];
-                if t.snapshot(id).is_err() {
-                    return Err(format!("{FX_RATES} no longer holds snapshot {id}"));
-                }
-                let batches = t.scan(&At::Snapshot(id)).await.map_err(|e| e.to_string())?;
-                read_rates(&batches).map_err(|e| e.to_string())?
-            }
-        };
-        let candidates: BTreeSet<i32> = facts.iter().filter_map(|f| f.order_date).collect();
-        for d in candidates {
-            if old.on_or_before(d) != rates.on_or_before(d) {
-                note(&mut dates, "fx_rates", d);
-            }
-        }
-    }
-    Ok((dates, by))
-}
-
-/// What an append-only silver table's branch added after `after` through `through`.
-async fn new_rows(
-    table: &Table,
-    branch: &str,
-    after: Option<i64>,
-    through: Option<&i64>,
-) -> std::result::Result<Vec<RecordBatch>, String> {
-    let Some(through) = through.copied() else {
-        return Ok(Vec::new());
-    };
-    if after == Some(through) {
-        return Ok(Vec::new());
-    }
-    let inc = table
-        .read_incremental(branch, after, Some(through))
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(inc.batches().cloned().collect())
+) -> Result<delta::Outputs> {
+    let payments = read_payments(&scan_at(&silver[PAYMENTS], consumed.get(PAYMENTS)).await?)?;
+    let orders = read_orders(&scan_at(&silver[ORDERS], consumed.get(ORDERS)).await?)?;
+    let read = BTreeMap::from([
+        (format!("{PAYMENTS} (all)"), payments.len() as u64),
+        (format!("{ORDERS} (all)"), orders.len() as u64),
+    ]);
+    let days = super::order_days(&orders, tz);
+    let facts = super::facts(payments, &days, &rates);
+    let cash = super::daily_cash(&facts);
+    let queue = super::fulfilment_queue(&orders, through_us, tz);
+    let revenue = super::order_revenue(&facts, &rates, None);
+    let usd_events_without_rate = facts
+        .iter()
+        .filter(|f| f.payment.currency == "usd" && f.fx_rate_micros.is_none())
+        .count() as u64;
+    let events_without_order = facts.iter().filter(|f| f.order_date.is_none()).count() as u64;
+    let dates: BTreeSet<i32> = revenue.iter().map(|r| r.order_date).collect();
+    Ok(delta::Outputs {
+        facts,
+        facts_scope: Scope::Whole,
+        cash,
+        revenue,
+        revenue_scope: Scope::Whole,
+        queue,
+        dates,
+        touched_by: BTreeMap::new(),
+        usd_events_without_rate,
+        events_without_order,
+        read,
+    })
 }
 
 async fn open(catalog: &Catalog, head: &CatalogVersion, name: &str) -> Result<Table> {
@@ -440,7 +383,7 @@ fn col<'a, T: 'static>(table: &str, b: &'a RecordBatch, name: &str, nulls: bool)
         .ok_or_else(|| bad(table, format!("column {name:?} is {}", c.data_type())))
 }
 
-fn strs<'a>(table: &str, b: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+pub(super) fn strs<'a>(table: &str, b: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
     col(table, b, name, false)
 }
 
@@ -542,4 +485,134 @@ pub(crate) fn read_rates(batches: &[RecordBatch]) -> Result<Rates> {
         }
     }
     Ok(Rates::new(out))
+}
+
+fn dates<'a>(table: &str, b: &'a RecordBatch, name: &str) -> Result<&'a Date32Array> {
+    col(table, b, name, false)
+}
+
+fn opt_dates<'a>(table: &str, b: &'a RecordBatch, name: &str) -> Result<&'a Date32Array> {
+    col(table, b, name, true)
+}
+
+fn opt_longs<'a>(table: &str, b: &'a RecordBatch, name: &str) -> Result<&'a Int64Array> {
+    col(table, b, name, true)
+}
+
+fn opt<T>(valid: bool, v: T) -> Option<T> {
+    valid.then_some(v)
+}
+
+/// The rows of `gold.fct_payments` (as [`super::fct_payments_batch`] wrote them).
+pub(crate) fn read_facts(batches: &[RecordBatch]) -> Result<Vec<Fact>> {
+    let t = FCT_PAYMENTS;
+    let mut out = Vec::new();
+    for b in batches {
+        let event_id = strs(t, b, "event_id")?;
+        let event_type = strs(t, b, "event_type")?;
+        let charge = strs(t, b, "charge_id")?;
+        let refund: &StringArray = col(t, b, "refund_id", true)?;
+        let order = strs(t, b, "order_id")?;
+        let currency = strs(t, b, "currency")?;
+        let amount = longs(t, b, "amount_minor")?;
+        let created = stamps(t, b, "created_at")?;
+        let processor = dates(t, b, "processor_date")?;
+        let order_date = opt_dates(t, b, "order_date")?;
+        let region: &StringArray = col(t, b, "ship_region", true)?;
+        let rate_date = opt_dates(t, b, "fx_rate_date")?;
+        let rate = opt_longs(t, b, "fx_rate_micros")?;
+        let cad = opt_longs(t, b, "amount_cad_minor")?;
+        let api = strs(t, b, "api_version")?;
+        let file = strs(t, b, "_landing_file")?;
+        let line = longs(t, b, "_line")?;
+        let snap = longs(t, b, "_bronze_snapshot_id")?;
+        let arrived = stamps(t, b, "_arrived_at")?;
+        for i in 0..b.num_rows() {
+            let signed = amount.value(i);
+            out.push(Fact {
+                payment: Payment {
+                    event_id: event_id.value(i).to_string(),
+                    event_type: event_type.value(i).to_string(),
+                    api_version: api.value(i).to_string(),
+                    charge_id: charge.value(i).to_string(),
+                    refund_id: opt(refund.is_valid(i), refund.value(i).to_string()),
+                    order_id: order.value(i).to_string(),
+                    amount_minor: signed.abs(),
+                    currency: currency.value(i).to_string(),
+                    created_at_us: created.value(i),
+                    landing_file: file.value(i).to_string(),
+                    line: line.value(i),
+                    bronze_snapshot_id: snap.value(i),
+                    arrived_us: arrived.value(i),
+                },
+                signed_minor: signed,
+                processor_date: processor.value(i),
+                order_date: opt(order_date.is_valid(i), order_date.value(i)),
+                ship_region: opt(region.is_valid(i), region.value(i).to_string()),
+                fx_rate_date: opt(rate_date.is_valid(i), rate_date.value(i)),
+                fx_rate_micros: opt(rate.is_valid(i), rate.value(i)),
+                amount_cad_minor: opt(cad.is_valid(i), cad.value(i)),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The rows of `gold.mart_order_revenue`.
+pub(crate) fn read_revenue(batches: &[RecordBatch]) -> Result<Vec<RevenueRow>> {
+    let t = MART_ORDER_REVENUE;
+    let mut out = Vec::new();
+    for b in batches {
+        let day = dates(t, b, "order_date")?;
+        let region = strs(t, b, "ship_region")?;
+        let paid = longs(t, b, "paid_orders")?;
+        let gross = longs(t, b, "gross_cad_minor")?;
+        let refunds = longs(t, b, "refunds_cad_minor")?;
+        let net = longs(t, b, "net_cad_minor")?;
+        let rate_date = opt_dates(t, b, "fx_rate_date")?;
+        let rate = opt_longs(t, b, "fx_rate_micros")?;
+        for i in 0..b.num_rows() {
+            out.push(RevenueRow {
+                order_date: day.value(i),
+                ship_region: region.value(i).to_string(),
+                paid_orders: paid.value(i),
+                gross_cad_minor: gross.value(i),
+                refunds_cad_minor: refunds.value(i),
+                net_cad_minor: net.value(i),
+                fx_rate_date: opt(rate_date.is_valid(i), rate_date.value(i)),
+                fx_rate_micros: opt(rate.is_valid(i), rate.value(i)),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The orders `gold.fulfilment_queue` holds, as `silver.orders` held them when they were
+/// queued (paid, live; `updated_at` their paid change's).
+pub(crate) fn read_queue(batches: &[RecordBatch]) -> Result<Vec<Order>> {
+    let t = super::FULFILMENT_QUEUE;
+    let mut out = Vec::new();
+    for b in batches {
+        let id = strs(t, b, "order_id")?;
+        let customer = strs(t, b, "customer_id")?;
+        let region = strs(t, b, "ship_region")?;
+        let currency = strs(t, b, "currency")?;
+        let total = longs(t, b, "total_minor")?;
+        let created = stamps(t, b, "created_at")?;
+        let paid = stamps(t, b, "paid_at")?;
+        for i in 0..b.num_rows() {
+            out.push(Order {
+                order_id: id.value(i).to_string(),
+                customer_id: customer.value(i).to_string(),
+                status: "paid".to_string(),
+                currency: currency.value(i).to_string(),
+                total_minor: total.value(i),
+                ship_region: region.value(i).to_string(),
+                created_at_us: created.value(i),
+                updated_at_us: paid.value(i),
+                is_deleted: false,
+            });
+        }
+    }
+    Ok(out)
 }

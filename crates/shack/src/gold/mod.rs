@@ -44,6 +44,7 @@
 //! however old: no fixed look-back window. A replay, a missing or unreadable watermark, or a
 //! silver table rebuilt in between (not append-only) rebuilds every date.
 
+mod delta;
 mod finish;
 
 use arrow_array::RecordBatch;
@@ -103,7 +104,46 @@ pub mod props {
     pub const MODE: &str = "sugarshack.finish.mode";
     /// The run's through instant (RFC 3339).
     pub const THROUGH: &str = "sugarshack.finish.through";
+    /// On `gold.fct_payments`: how many of its events have no (live) order.
+    pub const EVENTS_WITHOUT_ORDER: &str = "sugarshack.finish.events-without-order";
+    /// On `gold.fct_payments`: how many of its USD events have no rate.
+    pub const USD_EVENTS_WITHOUT_RATE: &str = "sugarshack.finish.usd-events-without-rate";
 }
+
+/// The columns of `gold.fct_payments`, in order.
+pub(crate) const FCT_COLUMNS: [&str; 19] = [
+    "event_id",
+    "event_type",
+    "charge_id",
+    "refund_id",
+    "order_id",
+    "currency",
+    "amount_minor",
+    "created_at",
+    "processor_date",
+    "order_date",
+    "ship_region",
+    "fx_rate_date",
+    "fx_rate_micros",
+    "amount_cad_minor",
+    "api_version",
+    "_landing_file",
+    "_line",
+    "_bronze_snapshot_id",
+    "_arrived_at",
+];
+
+/// The columns of `gold.mart_order_revenue`, in order.
+pub(crate) const REVENUE_COLUMNS: [&str; 8] = [
+    "order_date",
+    "ship_region",
+    "paid_orders",
+    "gross_cad_minor",
+    "refunds_cad_minor",
+    "net_cad_minor",
+    "fx_rate_date",
+    "fx_rate_micros",
+];
 
 /// How a finish runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,6 +217,9 @@ pub struct FinishReport {
     pub usd_events_without_rate: u64,
     /// Payment events whose order silver does not hold (CDC lag) or holds deleted.
     pub events_without_order: u64,
+    /// Rows this run read, by table and why (`silver.payments (new)`, `gold.fct_payments
+    /// (looked up)`, …): what an incremental run's cost follows.
+    pub rows_read: BTreeMap<String, u64>,
     pub tables: Vec<GoldTableReport>,
     /// The catalog version that committed this run.
     pub catalog_version: Option<u64>,
@@ -697,12 +740,27 @@ pub fn schema(table: &str) -> Result<SchemaRef> {
     Ok(batch.schema())
 }
 
-/// How a gold table is partitioned: `gold.mart_order_revenue` by `order_date` (a run replaces
-/// whole order dates); the others are rewritten whole each run and unpartitioned.
+/// How a gold table is partitioned (when a finish creates it): `gold.mart_order_revenue` by
+/// `order_date`, `gold.fct_payments` and `gold.mart_daily_cash` by `processor_date` (a run
+/// replaces the dates it touched); `gold.fulfilment_queue`, small and rewritten each run, not
+/// at all. A table made before it was partitioned keeps its spec: its touched dates' rows
+/// are rewritten instead.
 pub fn partitioning(table: &str) -> Vec<lake::PartitionField> {
     match table {
         MART_ORDER_REVENUE => vec![lake::PartitionField::identity("order_date")],
+        FCT_PAYMENTS | MART_DAILY_CASH => vec![lake::PartitionField::identity("processor_date")],
         _ => Vec::new(),
+    }
+}
+
+/// The write properties of a gold table: `gold.fct_payments` is written with a bloom filter
+/// on `order_id` in small row groups, as `silver.orders` is
+/// ([`crate::silver::tables::properties`]), so a finish finds the events of the orders that
+/// changed by reading only the row groups that may hold them.
+pub fn properties(table: &str) -> BTreeMap<String, String> {
+    match table {
+        FCT_PAYMENTS => crate::silver::tables::bloom_properties("order_id"),
+        _ => BTreeMap::new(),
     }
 }
 
@@ -920,6 +978,7 @@ mod tests {
             touched_by: BTreeMap::new(),
             usd_events_without_rate: 0,
             events_without_order: 0,
+            rows_read: BTreeMap::new(),
             tables: vec![GoldTableReport {
                 table: MART_ORDER_REVENUE.into(),
                 snapshot_id: 1,

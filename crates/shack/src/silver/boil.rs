@@ -923,7 +923,7 @@ const DAY_US: i64 = 86_400_000_000;
 
 /// The UTC days holding `stamps` (microseconds), as inclusive ranges with adjacent days
 /// merged, in order.
-fn day_ranges(stamps: impl Iterator<Item = i64>) -> Vec<(i64, i64)> {
+pub(crate) fn day_ranges(stamps: impl Iterator<Item = i64>) -> Vec<(i64, i64)> {
     let days: BTreeSet<i64> = stamps.map(|t| t.div_euclid(DAY_US)).collect();
     let mut out: Vec<(i64, i64)> = Vec::new();
     for d in days {
@@ -938,7 +938,7 @@ fn day_ranges(stamps: impl Iterator<Item = i64>) -> Vec<(i64, i64)> {
 }
 
 /// `column` (a timestamp) within one of `ranges`; `None` when there are none.
-fn within(column: &str, ranges: &[(i64, i64)]) -> Option<Predicate> {
+pub(crate) fn within(column: &str, ranges: &[(i64, i64)]) -> Option<Predicate> {
     ranges
         .iter()
         .map(|(lo, hi)| {

@@ -68,7 +68,7 @@
 //! # Ok(()) }
 //! ```
 
-mod boil;
+pub(crate) mod boil;
 pub mod parse;
 pub mod tables;
 

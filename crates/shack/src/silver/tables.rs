@@ -292,22 +292,28 @@ pub const ORDERS_BLOOM_FPP: f64 = 0.00001;
 /// bounds can.
 pub fn properties(table: &str) -> BTreeMap<String, String> {
     match table {
-        ORDERS => BTreeMap::from([
-            (
-                format!("{}order_id", lake::PROP_BLOOM_COLUMN),
-                "true".into(),
-            ),
-            (
-                format!("{}order_id", lake::PROP_BLOOM_FPP_COLUMN),
-                ORDERS_BLOOM_FPP.to_string(),
-            ),
-            (
-                lake::PROP_ROW_GROUP_LIMIT.to_string(),
-                ORDERS_ROW_GROUP_ROWS.to_string(),
-            ),
-        ]),
+        ORDERS => bloom_properties("order_id"),
         _ => BTreeMap::new(),
     }
+}
+
+/// The table properties that write `column` with a bloom filter at [`ORDERS_BLOOM_FPP`] per
+/// row group of [`ORDERS_ROW_GROUP_ROWS`] rows (what a lookup by `column` reads little of).
+pub fn bloom_properties(column: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            format!("{}{column}", lake::PROP_BLOOM_COLUMN),
+            "true".into(),
+        ),
+        (
+            format!("{}{column}", lake::PROP_BLOOM_FPP_COLUMN),
+            ORDERS_BLOOM_FPP.to_string(),
+        ),
+        (
+            lake::PROP_ROW_GROUP_LIMIT.to_string(),
+            ORDERS_ROW_GROUP_ROWS.to_string(),
+        ),
+    ])
 }
 
 /// The key `silver.orders` is merged by: the order id, and its creation instant (immutable in
