@@ -15,6 +15,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, Session};
+use datafusion::common::stats::{Precision, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -184,9 +185,13 @@ impl TableProvider for LakeTableProvider {
             .iter()
             .map(|f| f.name().clone())
             .collect();
+        let predicate = convert_filters_to_predicate(filters);
+        // Without a predicate the scan yields every row of its files, so the manifests'
+        // record counts are its exact row count (when no delete file applies).
+        let whole_files = predicate.is_none();
         let tasks = self
             .table
-            .plan_files_at(id, Some(columns), convert_filters_to_predicate(filters))
+            .plan_files_at(id, Some(columns), predicate)
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
         let n = state.config().target_partitions().min(tasks.len()).max(1);
@@ -211,6 +216,7 @@ impl TableProvider for LakeTableProvider {
             snapshot: id,
             schema: projected,
             groups: groups.into_iter().map(|g| g.1).collect(),
+            whole_files,
             properties,
         }))
     }
@@ -230,6 +236,8 @@ struct LakeScanExec {
     snapshot: i64,
     schema: SchemaRef,
     groups: Vec<Vec<FileScanTask>>,
+    /// Every row of each planned file is read (no predicate was pushed).
+    whole_files: bool,
     properties: Arc<PlanProperties>,
 }
 
@@ -261,6 +269,27 @@ impl ExecutionPlan for LakeScanExec {
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         Vec::new()
+    }
+
+    /// The row count from the manifests' record counts: exact when the scan reads its files
+    /// whole and no delete file applies (so `count(*)` is answered without reading data, as
+    /// Iceberg engines do), an estimate otherwise.
+    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Statistics> {
+        let tasks: Vec<&FileScanTask> = match partition {
+            None => self.groups.iter().flatten().collect(),
+            Some(p) => self.groups.get(p).into_iter().flatten().collect(),
+        };
+        let mut stats = Statistics::new_unknown(&self.schema);
+        let counts: Option<u64> = tasks.iter().map(|t| t.record_count).sum();
+        if let Some(n) = counts.and_then(|n| usize::try_from(n).ok()) {
+            let exact = self.whole_files && tasks.iter().all(|t| t.deletes.is_empty());
+            stats.num_rows = if exact {
+                Precision::Exact(n)
+            } else {
+                Precision::Inexact(n)
+            };
+        }
+        Ok(stats)
     }
 
     fn with_new_children(
