@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
@@ -135,16 +136,42 @@ pub struct GradeContext {
     /// The number of publish-log records when grading started (published and blocked).
     pub log_records: u64,
     pub settings: Settings,
+    /// The SQL session, opened by the first audit that asks and shared by the others.
+    pub session: SharedSession,
+}
+
+/// One SQL session for every audit of a grade: opening one reads every table's metadata, and
+/// each audit asking for its own would read it all again.
+#[derive(Clone, Default)]
+pub struct SharedSession(Arc<tokio::sync::OnceCell<Arc<SqlContext>>>);
+
+impl std::fmt::Debug for SharedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = if self.0.initialized() {
+            "open"
+        } else {
+            "not opened"
+        };
+        write!(f, "SharedSession({state})")
+    }
 }
 
 impl GradeContext {
     /// A SQL session over the graded version with every table at `audit` — exactly the graded
-    /// snapshots, whatever `audit` holds now. Tables without `audit` are in `skipped`.
-    pub async fn sql(&self, catalog: &Catalog) -> Result<SqlContext> {
-        catalog
-            .sql(Some(self.version), &At::reference(AUDIT_BRANCH))
+    /// snapshots, whatever `audit` holds now. Tables without `audit` are in `skipped`. Opened
+    /// once per grade and shared.
+    pub async fn sql(&self, catalog: &Catalog) -> Result<Arc<SqlContext>> {
+        self.session
+            .0
+            .get_or_try_init(|| async {
+                catalog
+                    .sql(Some(self.version), &At::reference(AUDIT_BRANCH))
+                    .await
+                    .map(Arc::new)
+                    .map_err(|e| ShackError::lake(format!("catalog version {}", self.version), e))
+            })
             .await
-            .map_err(|e| ShackError::lake(format!("catalog version {}", self.version), e))
+            .cloned()
     }
 
     /// A graded table as of the graded version (read it at [`GradeContext::at`]).
@@ -337,6 +364,7 @@ pub async fn begin(
         previous,
         log_records: log.len() as u64,
         settings: settings.clone(),
+        session: SharedSession::default(),
     })
 }
 
