@@ -384,19 +384,23 @@ const READ_BATCH_ROWS: usize = 8192;
 
 /// How many data files a read decodes at once: one per core, or `LAKE_READ_PARALLELISM` when
 /// set to a number (1 reads one file at a time, as on one core: for measuring and for hosts
-/// where a read must not take every core).
+/// where a read must not take every core). Decided once per process: the core count is read
+/// from the cgroup files, too slow to do for every read.
 pub(crate) fn read_parallelism() -> usize {
-    if let Some(n) = std::env::var("LAKE_READ_PARALLELISM")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|n| *n >= 1)
-    {
-        return n;
-    }
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .max(2)
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        if let Some(n) = std::env::var("LAKE_READ_PARALLELISM")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|n| *n >= 1)
+        {
+            return n;
+        }
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .max(2)
+    })
 }
 
 /// Incremental reads only cross appends.

@@ -15,7 +15,9 @@
 //!   events and on their signed net per currency; and for every source, bronze rows = parsed +
 //!   duplicate deliveries + quarantined + CSV headers, difference exactly zero. It is counted
 //!   over whole tables from the tables themselves, not from the boil's own report: an audit
-//!   that believed the code it audits would not be one.
+//!   that believed the code it audits would not be one. A bare `count(*)` of a table is the
+//!   record counts its manifests keep per data file (as any Iceberg engine answers it); the
+//!   sums and grouped counts read the rows.
 //! - FX coverage: every USD event of `gold.fct_payments` has a rate; the reason names how old
 //!   the oldest rate used was (weekends and holidays use the last business day's).
 //! - Reconciliation: for every settlement line, `gold.mart_daily_cash` equals the processor's

@@ -495,7 +495,7 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
         touched_by,
         usd_events_without_rate,
         events_without_order,
-        read,
+        read: read.into_iter().filter(|(_, n)| *n > 0).collect(),
     }))
 }
 

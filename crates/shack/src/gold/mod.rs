@@ -1,14 +1,16 @@
 //! The finish: gold, from silver, on the `audit` branch (the story's finishing pan).
 //!
 //! Four tables, all computed in Rust from silver read at one catalog version, and committed in
-//! ONE catalog commit of their own (a boil commits itself; it has no stage-only API to join):
+//! ONE catalog commit (their own, or a run's with the boil's silver):
 //!
 //! * [`FCT_PAYMENTS`]: every money movement of `silver.payments`, signed (refunds negative), with
 //!   its `processor_date` (the UTC day the processor booked it: settlements use it) and its
 //!   `order_date` (the business-time-zone day the customer ordered, from `silver.orders`; null
-//!   while CDC lags or when the order was deleted), and its CAD value. Rewritten whole each run.
+//!   while CDC lags or when the order was deleted), and its CAD value. Partitioned by
+//!   `processor_date`; a run replaces the dates it touched.
 //! * [`MART_DAILY_CASH`]: per processor date and currency, captured, refunded and net in minor
-//!   units and in CAD minor units (the sum of the events' rounded CAD). Rewritten whole.
+//!   units and in CAD minor units (the sum of the events' rounded CAD). Partitioned and replaced
+//!   as `gold.fct_payments` is.
 //! * [`MART_ORDER_REVENUE`]: per order date and ship region, paid orders, gross, refunds and net
 //!   in CAD minor units, every event converted at the ORDER date's rate (captures and refunds
 //!   alike, so a full refund nets its order to exactly zero). Partitioned by `order_date` and
@@ -16,7 +18,8 @@
 //!   ([`lake::Replace::Partitions`]), see "Incremental" below.
 //! * [`FULFILMENT_QUEUE`]: orders paid, not shipped, not cancelled, not deleted, with how long
 //!   each has waited since it was paid (its `updated_at`: the paid change) as of the run's
-//!   `through`. Rewritten whole.
+//!   `through`. Rewritten whole (it is small: the orders waiting), from the last queue and the
+//!   orders that changed.
 //!
 //! ## FX and rounding
 //! USD converts at the latest `silver.fx_rates` USD→CAD rate on or before the day (weekends and
@@ -35,14 +38,18 @@
 //!
 //! ## Incremental by snapshot id
 //! Every gold snapshot records, under `sugarshack.watermark.silver.<table>`
-//! ([`lake::watermark_key`]), the `silver.<table>` snapshot it consumed. A run finds the order
-//! dates touched since `gold.mart_order_revenue`'s watermarks: the order dates of payment events
-//! `silver.payments` added (its appends, read with `Table::read_incremental`), the order dates
-//! (creation day) of every change `silver.order_changes` added (a late order, a status change,
-//! a delete), and the order dates whose USD rate changed (a new or corrected rate in
-//! `silver.fx_rates`, compared at the old and the new snapshot). Only those dates are rebuilt,
-//! however old: no fixed look-back window. A replay, a missing or unreadable watermark, or a
-//! silver table rebuilt in between (not append-only) rebuilds every date.
+//! ([`lake::watermark_key`]), the `silver.<table>` snapshot it consumed. A run walks gold on
+//! from those watermarks, reading what silver added since (its appends, with
+//! `Table::read_incremental`) and the partitions that touches, never all of silver: the new
+//! payment events' processor dates, the processor dates of events whose order moved (a late
+//! order, a delete, a new region — not a status change), and the days whose USD rate changed
+//! (a new or corrected rate in `silver.fx_rates`, compared at the old and the new snapshot).
+//! An order date a new event falls on is walked on from its old rows; an order date an event
+//! moved into or out of, or whose rate changed, is recomputed from all its events. Those dates
+//! are rebuilt however old: no fixed look-back window. The steps, and what each reads, are in
+//! the `delta` module's docs; [`FinishReport::rows_read`] says what a run read. A replay, a
+//! missing or unreadable watermark, gold tables of different finishes, or a silver table
+//! rebuilt in between (not append-only) rebuilds every date from all of silver.
 
 mod delta;
 mod finish;
@@ -190,7 +197,7 @@ pub struct GoldTableReport {
     pub rows: u64,
     /// Rows in the table after this run.
     pub total_rows: Option<u64>,
-    /// Written whole (every run for all but `gold.mart_order_revenue`).
+    /// Written whole (every run for `gold.fulfilment_queue`; every table on a rebuild).
     pub rewritten_whole: bool,
 }
 
@@ -210,8 +217,9 @@ pub struct FinishReport {
     pub silver: BTreeMap<String, i64>,
     /// Order dates of `gold.mart_order_revenue` rebuilt (every date on a replay).
     pub dates_rebuilt: Vec<NaiveDate>,
-    /// How many order dates each input touched (`payments`, `orders`, `fx_rates`; a date
-    /// two inputs touched counts in both).
+    /// How many order dates each input touched (`payments`: a new event's; `orders`: an
+    /// event moved into or out of it; `fx_rates`: its rate changed; a date two inputs touched
+    /// counts in both).
     pub touched_by: BTreeMap<String, u64>,
     /// USD events with no rate on or before their day (the FX-coverage audit's concern).
     pub usd_events_without_rate: u64,
