@@ -399,41 +399,69 @@ fn stamps<'a>(
     col(table, b, name, false)
 }
 
+/// The columns a payment event is read from, in `silver.payments` and `gold.fct_payments`
+/// alike.
+struct PaymentColumns<'a> {
+    event_id: &'a StringArray,
+    event_type: &'a StringArray,
+    api: &'a StringArray,
+    charge: &'a StringArray,
+    refund: &'a StringArray,
+    order: &'a StringArray,
+    amount: &'a Int64Array,
+    currency: &'a StringArray,
+    created: &'a TimestampMicrosecondArray,
+    file: &'a StringArray,
+    line: &'a Int64Array,
+    snap: &'a Int64Array,
+    arrived: &'a TimestampMicrosecondArray,
+}
+
+impl<'a> PaymentColumns<'a> {
+    fn of(t: &str, b: &'a RecordBatch) -> Result<Self> {
+        Ok(PaymentColumns {
+            event_id: strs(t, b, "event_id")?,
+            event_type: strs(t, b, "event_type")?,
+            api: strs(t, b, "api_version")?,
+            charge: strs(t, b, "charge_id")?,
+            refund: col(t, b, "refund_id", true)?,
+            order: strs(t, b, "order_id")?,
+            amount: longs(t, b, "amount_minor")?,
+            currency: strs(t, b, "currency")?,
+            created: stamps(t, b, "created_at")?,
+            file: strs(t, b, "_landing_file")?,
+            line: longs(t, b, "_line")?,
+            snap: longs(t, b, "_bronze_snapshot_id")?,
+            arrived: stamps(t, b, "_arrived_at")?,
+        })
+    }
+
+    /// Row `i`, with `amount_minor` as the table holds it.
+    fn payment(&self, i: usize) -> Payment {
+        Payment {
+            event_id: self.event_id.value(i).to_string(),
+            event_type: self.event_type.value(i).to_string(),
+            api_version: self.api.value(i).to_string(),
+            charge_id: self.charge.value(i).to_string(),
+            refund_id: opt(self.refund.is_valid(i), self.refund.value(i).to_string()),
+            order_id: self.order.value(i).to_string(),
+            amount_minor: self.amount.value(i),
+            currency: self.currency.value(i).to_string(),
+            created_at_us: self.created.value(i),
+            landing_file: self.file.value(i).to_string(),
+            line: self.line.value(i),
+            bronze_snapshot_id: self.snap.value(i),
+            arrived_us: self.arrived.value(i),
+        }
+    }
+}
+
 /// The rows of `silver.payments`.
 pub(crate) fn read_payments(batches: &[RecordBatch]) -> Result<Vec<Payment>> {
-    let t = PAYMENTS;
     let mut out = Vec::new();
     for b in batches {
-        let event_id = strs(t, b, "event_id")?;
-        let event_type = strs(t, b, "event_type")?;
-        let api = strs(t, b, "api_version")?;
-        let charge = strs(t, b, "charge_id")?;
-        let refund: &StringArray = col(t, b, "refund_id", true)?;
-        let order = strs(t, b, "order_id")?;
-        let amount = longs(t, b, "amount_minor")?;
-        let currency = strs(t, b, "currency")?;
-        let created = stamps(t, b, "created_at")?;
-        let file = strs(t, b, "_landing_file")?;
-        let line = longs(t, b, "_line")?;
-        let snap = longs(t, b, "_bronze_snapshot_id")?;
-        let arrived = stamps(t, b, "_arrived_at")?;
-        for i in 0..b.num_rows() {
-            out.push(Payment {
-                event_id: event_id.value(i).to_string(),
-                event_type: event_type.value(i).to_string(),
-                api_version: api.value(i).to_string(),
-                charge_id: charge.value(i).to_string(),
-                refund_id: (!refund.is_null(i)).then(|| refund.value(i).to_string()),
-                order_id: order.value(i).to_string(),
-                amount_minor: amount.value(i),
-                currency: currency.value(i).to_string(),
-                created_at_us: created.value(i),
-                landing_file: file.value(i).to_string(),
-                line: line.value(i),
-                bronze_snapshot_id: snap.value(i),
-                arrived_us: arrived.value(i),
-            });
-        }
+        let c = PaymentColumns::of(PAYMENTS, b)?;
+        out.extend((0..b.num_rows()).map(|i| c.payment(i)));
     }
     Ok(out)
 }
@@ -508,42 +536,20 @@ pub(crate) fn read_facts(batches: &[RecordBatch]) -> Result<Vec<Fact>> {
     let t = FCT_PAYMENTS;
     let mut out = Vec::new();
     for b in batches {
-        let event_id = strs(t, b, "event_id")?;
-        let event_type = strs(t, b, "event_type")?;
-        let charge = strs(t, b, "charge_id")?;
-        let refund: &StringArray = col(t, b, "refund_id", true)?;
-        let order = strs(t, b, "order_id")?;
-        let currency = strs(t, b, "currency")?;
-        let amount = longs(t, b, "amount_minor")?;
-        let created = stamps(t, b, "created_at")?;
+        let c = PaymentColumns::of(t, b)?;
         let processor = dates(t, b, "processor_date")?;
         let order_date = opt_dates(t, b, "order_date")?;
         let region: &StringArray = col(t, b, "ship_region", true)?;
         let rate_date = opt_dates(t, b, "fx_rate_date")?;
         let rate = opt_longs(t, b, "fx_rate_micros")?;
         let cad = opt_longs(t, b, "amount_cad_minor")?;
-        let api = strs(t, b, "api_version")?;
-        let file = strs(t, b, "_landing_file")?;
-        let line = longs(t, b, "_line")?;
-        let snap = longs(t, b, "_bronze_snapshot_id")?;
-        let arrived = stamps(t, b, "_arrived_at")?;
         for i in 0..b.num_rows() {
-            let signed = amount.value(i);
+            // Gold holds the amount signed; the event's own amount is positive.
+            let signed = c.amount.value(i);
             out.push(Fact {
                 payment: Payment {
-                    event_id: event_id.value(i).to_string(),
-                    event_type: event_type.value(i).to_string(),
-                    api_version: api.value(i).to_string(),
-                    charge_id: charge.value(i).to_string(),
-                    refund_id: opt(refund.is_valid(i), refund.value(i).to_string()),
-                    order_id: order.value(i).to_string(),
                     amount_minor: signed.abs(),
-                    currency: currency.value(i).to_string(),
-                    created_at_us: created.value(i),
-                    landing_file: file.value(i).to_string(),
-                    line: line.value(i),
-                    bronze_snapshot_id: snap.value(i),
-                    arrived_us: arrived.value(i),
+                    ..c.payment(i)
                 },
                 signed_minor: signed,
                 processor_date: processor.value(i),
