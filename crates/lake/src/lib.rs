@@ -63,8 +63,8 @@ pub use table::{At, RefInfo, RefOp, SnapshotInfo, Table};
 pub use types::{Committed, TableChange, TableName};
 pub use verify::{VerifyProblem, VerifyReport};
 pub use write::{
-    FilePredicate, PROP_BLOOM_COLUMN, PROP_BLOOM_FPP_COLUMN, PROP_ROW_GROUP_LIMIT, Replace,
-    RowPredicate, SUMMARY_BRANCH,
+    FilePredicate, PROP_BLOOM_COLUMN, PROP_BLOOM_FPP_COLUMN, PROP_COMPRESSION_CODEC,
+    PROP_COMPRESSION_LEVEL, PROP_ROW_GROUP_LIMIT, Replace, RowPredicate, SUMMARY_BRANCH,
 };
 
 /// Re-exported so users need not pin their own versions.
@@ -119,7 +119,8 @@ impl Catalog {
     }
 
     /// [`Catalog::stage_create_table`], with table properties (the writer honours
-    /// [`PROP_ROW_GROUP_LIMIT`] and per-column bloom filters, [`PROP_BLOOM_COLUMN`]).
+    /// [`PROP_COMPRESSION_CODEC`] and [`PROP_COMPRESSION_LEVEL`], [`PROP_ROW_GROUP_LIMIT`] and
+    /// per-column bloom filters, [`PROP_BLOOM_COLUMN`]).
     pub async fn stage_create_table_with_properties(
         &self,
         name: &str,

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use lake::iceberg::expr::{Predicate, Reference};
-use lake::{At, Catalog, LakeError, Lookup, PROP_BLOOM_COLUMN, PROP_ROW_GROUP_LIMIT};
+use lake::{
+    At, Catalog, LakeError, Lookup, PROP_BLOOM_COLUMN, PROP_COMPRESSION_CODEC,
+    PROP_COMPRESSION_LEVEL, PROP_ROW_GROUP_LIMIT,
+};
 
 fn schema() -> Schema {
     Schema::new(vec![
@@ -218,6 +221,8 @@ async fn bad_write_properties_are_refused_by_name() {
         (PROP_ROW_GROUP_LIMIT.to_string(), "lots"),
         (format!("{PROP_BLOOM_COLUMN}order_id"), "yes"),
         (format!("{PROP_BLOOM_COLUMN}no_such_column"), "true"),
+        (PROP_COMPRESSION_CODEC.to_string(), "lzo"),
+        (PROP_COMPRESSION_LEVEL.to_string(), "99"),
     ] {
         let props = BTreeMap::from([(key.clone(), value.to_string())]);
         let c = Catalog::in_memory();
@@ -244,4 +249,64 @@ async fn bad_write_properties_are_refused_by_name() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("not a string"), "{err}");
+}
+
+/// `write.parquet.compression-codec` (and the zstd level) choose the codec of new data files,
+/// which read back the same rows.
+#[tokio::test]
+async fn the_codec_property_chooses_the_codec_of_new_files() {
+    use parquet::basic::Compression;
+    for (props, want) in [
+        (vec![], "SNAPPY"),
+        (vec![(PROP_COMPRESSION_CODEC, "ZSTD")], "ZSTD"),
+        (
+            vec![(PROP_COMPRESSION_CODEC, "uncompressed")],
+            "UNCOMPRESSED",
+        ),
+        (
+            vec![
+                (PROP_COMPRESSION_CODEC, "zstd"),
+                (PROP_COMPRESSION_LEVEL, "9"),
+            ],
+            "ZSTD",
+        ),
+    ] {
+        let props: BTreeMap<String, String> = props
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let c = table(&props).await;
+        let t = c.table("silver.orders").await.unwrap();
+        let at = At::reference("audit");
+        assert_eq!(
+            t.scan(&at)
+                .await
+                .unwrap()
+                .iter()
+                .map(|b| b.num_rows())
+                .sum::<usize>(),
+            5_000
+        );
+        for f in t.data_files(&at).await.unwrap() {
+            let bytes = t
+                .iceberg()
+                .file_io()
+                .new_input(f.file_path())
+                .unwrap()
+                .read()
+                .await
+                .unwrap();
+            let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+                .parse_and_finish(&bytes)
+                .unwrap();
+            let codec = meta.row_group(0).column(0).compression();
+            let name = match codec {
+                Compression::ZSTD(_) => "ZSTD",
+                Compression::SNAPPY => "SNAPPY",
+                Compression::UNCOMPRESSED => "UNCOMPRESSED",
+                _ => "other",
+            };
+            assert_eq!(name, want, "{props:?}: {codec:?}");
+        }
+    }
 }
