@@ -293,16 +293,16 @@ fn compression(
             .and_then(|n| ZstdLevel::try_new(n).ok())
             .ok_or_else(|| bad(PROP_COMPRESSION_LEVEL, v, "a zstd level (1 to 22)"))?,
     };
-    let codec = properties
-        .get(PROP_COMPRESSION_CODEC)
-        .map(|v| v.trim().to_ascii_lowercase());
-    match codec.as_deref() {
-        Some("zstd") => Ok(Compression::ZSTD(level)),
-        None | Some("snappy") => Ok(Compression::SNAPPY),
-        Some("uncompressed") | Some("none") => Ok(Compression::UNCOMPRESSED),
-        Some(_) => Err(bad(
+    let Some(codec) = properties.get(PROP_COMPRESSION_CODEC) else {
+        return Ok(Compression::SNAPPY);
+    };
+    match codec.trim().to_ascii_lowercase().as_str() {
+        "zstd" => Ok(Compression::ZSTD(level)),
+        "snappy" => Ok(Compression::SNAPPY),
+        "uncompressed" | "none" => Ok(Compression::UNCOMPRESSED),
+        _ => Err(bad(
             PROP_COMPRESSION_CODEC,
-            &properties[PROP_COMPRESSION_CODEC],
+            codec,
             "zstd, snappy or uncompressed",
         )),
     }

@@ -35,7 +35,7 @@ use lake::iceberg::spec::{Datum, Literal, Struct, Transform};
 use lake::{At, LakeError, Replace, Table};
 
 use crate::error::{Result, ShackError};
-use crate::silver::boil::within;
+use crate::silver::boil::{day_ranges, within};
 use crate::silver::tables::{FX_RATES, ORDER_CHANGES, ORDERS, PAYMENTS};
 
 use super::finish::{read_facts, read_orders, read_payments, read_queue, read_rates, read_revenue};
@@ -247,16 +247,27 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
             .filter(|o| !o.is_deleted)
             .map(|o| (local_day(i.tz, o.created_at_us), o.ship_region.clone()))
     };
+    // One lookup in gold for the changed orders' events and for whether the orders of new
+    // captures were already paid (step 5): each lookup reads every fct file's footer.
     let fct = &i.gold[FCT_PAYMENTS];
     let fct_at = At::Snapshot(heads[FCT_PAYMENTS]);
-    let held = lookup_facts(fct, &fct_at, &changed, None).await?;
+    let mut asked: BTreeSet<String> = new_payments
+        .iter()
+        .filter(|p| p.event_type == "capture")
+        .map(|p| p.order_id.clone())
+        .collect();
+    asked.extend(changed.iter().cloned());
+    let mut held = lookup_facts(fct, &fct_at, &asked, None).await?;
     note_read("gold.fct_payments (looked up)", held.len());
     let mut touched: BTreeSet<i32> = new_payments
         .iter()
         .map(|p| utc_day(p.created_at_us))
         .collect();
     let mut moved: BTreeSet<i32> = BTreeSet::new();
-    for f in &held {
+    for f in held
+        .iter()
+        .filter(|f| changed.contains(&f.payment.order_id))
+    {
         let now = info(&orders, &f.payment.order_id);
         if now.as_ref().map(|n| n.0) != f.order_date
             || now.as_ref().map(|n| n.1.as_str()) != f.ship_region.as_deref()
@@ -277,13 +288,7 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     let payments = if touched.is_empty() {
         Vec::new()
     } else {
-        let ranges: Vec<(i64, i64)> = touched
-            .iter()
-            .map(|d| {
-                let start = i64::from(*d) * DAY_US;
-                (start, start + DAY_US - 1)
-            })
-            .collect();
+        let ranges = day_ranges(touched.iter().map(|d| i64::from(*d) * DAY_US));
         match (within("created_at", &ranges), i.consumed.get(PAYMENTS)) {
             (Some(filter), Some(id)) => {
                 let (batches, _) = i.silver[PAYMENTS]
@@ -405,11 +410,14 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
         .filter(|f| f.is_capture() && f.order_date.is_some_and(|d| walked.contains(&d)))
         .map(|f| f.payment.order_id.clone())
         .collect();
-    let paid_before: HashSet<String> = lookup_facts(fct, &fct_at, &capture_orders, None)
-        .await?
+    // New events are the new payments, whose orders step 3 asked for; any other is asked now.
+    let unasked: BTreeSet<String> = capture_orders.difference(&asked).cloned().collect();
+    held.extend(lookup_facts(fct, &fct_at, &unasked, None).await?);
+    let paid_before: HashSet<String> = held
         .into_iter()
         .filter(|f| {
-            f.is_capture()
+            capture_orders.contains(&f.payment.order_id)
+                && f.is_capture()
                 && f.order_date
                     .is_some_and(|d| rate_for(i.rates, &f.payment.currency, d).is_some())
         })
@@ -484,14 +492,15 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     let queue = super::fulfilment_queue(&waiting, i.through_us, i.tz);
 
     let cash = super::daily_cash(&new_facts);
+    let dates: BTreeSet<i32> = all_dates.intersection(&held_dates).copied().collect();
     Ok(Ok(Outputs {
         facts: new_facts,
         facts_scope: Scope::Dates(touched),
         cash,
         revenue,
-        revenue_scope: Scope::Dates(all_dates.intersection(&held_dates).copied().collect()),
+        revenue_scope: Scope::Dates(dates.clone()),
         queue,
-        dates: all_dates.intersection(&held_dates).copied().collect(),
+        dates,
         touched_by,
         usd_events_without_rate,
         events_without_order,
@@ -519,13 +528,10 @@ async fn recompute_dates(
         return Ok(Vec::new());
     }
     // A local day lies within the UTC day before it, itself and the one after.
-    let ranges: Vec<(i64, i64)> = full
-        .iter()
-        .map(|d| {
-            let start = (i64::from(*d) - 1) * DAY_US;
-            (start, start + 3 * DAY_US - 1)
-        })
-        .collect();
+    let ranges = day_ranges(
+        full.iter()
+            .flat_map(|d| (i64::from(*d) - 1..=i64::from(*d) + 1).map(|u| u * DAY_US)),
+    );
     let Some(filter) = within("created_at", &ranges) else {
         return Ok(Vec::new());
     };
