@@ -317,12 +317,10 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     let old_facts = if touched.is_empty() {
         Vec::new()
     } else {
+        let columns = super::column_names(FCT_PAYMENTS)?;
+        let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
         let (batches, _) = fct
-            .scan_where(
-                &fct_at,
-                &super::FCT_COLUMNS,
-                dates_in("processor_date", &touched),
-            )
+            .scan_where(&fct_at, &columns, dates_in("processor_date", &touched))
             .await
             .map_err(lake_err(FCT_PAYMENTS))?;
         read_facts(&batches)?
@@ -388,10 +386,12 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     let old_revenue = if all_dates.is_empty() {
         Vec::new()
     } else {
+        let columns = super::column_names(MART_ORDER_REVENUE)?;
+        let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
         let (batches, _) = mart
             .scan_where(
                 &At::Snapshot(heads[MART_ORDER_REVENUE]),
-                &super::REVENUE_COLUMNS,
+                &columns,
                 dates_in("order_date", &all_dates),
             )
             .await
@@ -668,8 +668,10 @@ async fn lookup_facts(
         return Ok(Vec::new());
     }
     let keys: HashSet<&str> = ids.iter().map(String::as_str).collect();
+    let columns = super::column_names(FCT_PAYMENTS)?;
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
     let found = fct
-        .lookup(at, "order_id", &keys, &super::FCT_COLUMNS, filter)
+        .lookup(at, "order_id", &keys, &columns, filter)
         .await
         .map_err(lake_err(FCT_PAYMENTS))?;
     read_facts(&found.batches)

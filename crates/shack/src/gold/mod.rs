@@ -117,41 +117,6 @@ pub mod props {
     pub const USD_EVENTS_WITHOUT_RATE: &str = "sugarshack.finish.usd-events-without-rate";
 }
 
-/// The columns of `gold.fct_payments`, in order.
-pub(crate) const FCT_COLUMNS: [&str; 19] = [
-    "event_id",
-    "event_type",
-    "charge_id",
-    "refund_id",
-    "order_id",
-    "currency",
-    "amount_minor",
-    "created_at",
-    "processor_date",
-    "order_date",
-    "ship_region",
-    "fx_rate_date",
-    "fx_rate_micros",
-    "amount_cad_minor",
-    "api_version",
-    "_landing_file",
-    "_line",
-    "_bronze_snapshot_id",
-    "_arrived_at",
-];
-
-/// The columns of `gold.mart_order_revenue`, in order.
-pub(crate) const REVENUE_COLUMNS: [&str; 8] = [
-    "order_date",
-    "ship_region",
-    "paid_orders",
-    "gross_cad_minor",
-    "refunds_cad_minor",
-    "net_cad_minor",
-    "fx_rate_date",
-    "fx_rate_micros",
-];
-
 /// How a finish runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FinishOptions {
@@ -746,6 +711,16 @@ pub fn schema(table: &str) -> Result<SchemaRef> {
         }
     };
     Ok(batch.schema())
+}
+
+/// The column names of a gold table, in its schema's order (what a read of every column
+/// asks for).
+pub(crate) fn column_names(table: &str) -> Result<Vec<String>> {
+    Ok(schema(table)?
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect())
 }
 
 /// How a gold table is partitioned (when a finish creates it): `gold.mart_order_revenue` by
