@@ -45,6 +45,17 @@ impl Stores {
         self
     }
 
+    /// The local file behind `location` when it is a `file://` location (or a bare absolute
+    /// path) that no registered store serves: such a file is read through the file system
+    /// directly (see [`LocalRead`]). `None` for every other location.
+    fn local_file(&self, location: &str) -> Option<std::path::PathBuf> {
+        let url = parse_location(location).ok()?;
+        if url.scheme() != "file" || self.by_root.contains_key(&root_key(&url)) {
+            return None;
+        }
+        url.to_file_path().ok()
+    }
+
     /// Resolve a location to its store and object path.
     pub fn resolve(&self, location: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
         let url = parse_location(location)?;
@@ -285,6 +296,9 @@ impl Storage for LakeStorage {
     }
 
     async fn reader(&self, path: &str) -> iceberg::Result<Box<dyn FileRead>> {
+        if let Some(file) = self.stores.local_file(path) {
+            return Ok(Box::new(LocalRead::open(file, path)?));
+        }
         let (store, p) = self.resolve(path)?;
         Ok(Box::new(ObjectRead {
             store,
@@ -355,6 +369,105 @@ impl FileRead for ObjectRead {
             .get_range(&self.path, range)
             .await
             .map_err(|e| store_err(&self.location, e))
+    }
+}
+
+/// A local file opened once and read by position.
+///
+/// object_store's local file system opens, seeks and closes the file for every range it is
+/// asked for, each on a blocking thread. A Parquet read asks for many ranges of one file (the
+/// footer, a bloom filter per row group, a column chunk per projected column), and a daily run
+/// reads a few thousand such ranges: this reader opens the file once when iceberg asks for a
+/// reader, then reads each range with a positioned read (`pread`) of the one handle. Ranges up to
+/// [`INLINE_READ_BYTES`] are read on the calling task (a page-cache hit costs microseconds, less
+/// than handing the work to a blocking thread and back); larger ones go to a blocking thread.
+struct LocalRead {
+    file: Arc<std::fs::File>,
+    location: String,
+}
+
+/// The largest range [`LocalRead`] reads without leaving the calling task.
+const INLINE_READ_BYTES: u64 = 256 * 1024;
+
+impl LocalRead {
+    fn open(path: std::path::PathBuf, location: &str) -> iceberg::Result<LocalRead> {
+        let file = std::fs::File::open(&path).map_err(|e| local_err(location, e))?;
+        Ok(LocalRead {
+            file: Arc::new(file),
+            location: location.to_string(),
+        })
+    }
+}
+
+fn local_err(location: &str, e: std::io::Error) -> iceberg::Error {
+    let kind = match e.kind() {
+        std::io::ErrorKind::NotFound => iceberg::ErrorKind::DataInvalid,
+        _ => iceberg::ErrorKind::Unexpected,
+    };
+    iceberg::Error::new(kind, format!("{location}: {e}"))
+}
+
+/// Read exactly `range` of `file`, or say why not (a range past the end names the file's size).
+fn read_range(file: &std::fs::File, range: Range<u64>, location: &str) -> iceberg::Result<Bytes> {
+    let len = range.end.checked_sub(range.start).ok_or_else(|| {
+        iceberg::Error::new(
+            iceberg::ErrorKind::DataInvalid,
+            format!("{location}: range {range:?} ends before it starts"),
+        )
+    })?;
+    let len = usize::try_from(len).map_err(|_| {
+        iceberg::Error::new(
+            iceberg::ErrorKind::DataInvalid,
+            format!("{location}: range {range:?} does not fit in memory"),
+        )
+    })?;
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        match read_at(file, &mut buf[done..], range.start + done as u64) {
+            Ok(0) => {
+                let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+                return Err(iceberg::Error::new(
+                    iceberg::ErrorKind::DataInvalid,
+                    format!(
+                        "{location}: range {range:?} is past the end of the file ({size} bytes)"
+                    ),
+                ));
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(local_err(location, e)),
+        }
+    }
+    Ok(Bytes::from(buf))
+}
+
+#[cfg(unix)]
+fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    std::os::windows::fs::FileExt::seek_read(file, buf, offset)
+}
+
+#[async_trait]
+impl FileRead for LocalRead {
+    async fn read(&self, range: Range<u64>) -> iceberg::Result<Bytes> {
+        if range.end.saturating_sub(range.start) <= INLINE_READ_BYTES {
+            return read_range(&self.file, range, &self.location);
+        }
+        let file = self.file.clone();
+        let location = self.location.clone();
+        tokio::task::spawn_blocking(move || read_range(&file, range, &location))
+            .await
+            .map_err(|e| {
+                iceberg::Error::new(
+                    iceberg::ErrorKind::Unexpected,
+                    format!("{}: the read was cancelled: {e}", self.location),
+                )
+            })?
     }
 }
 
@@ -433,6 +546,45 @@ pub async fn read_head(stores: &Stores, location: &str) -> Result<Option<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_local_file_is_read_by_position_through_one_handle() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.bin");
+        let bytes: Vec<u8> = (0..=255u8)
+            .cycle()
+            .take(INLINE_READ_BYTES as usize + 10)
+            .collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let location = Url::from_file_path(&path).unwrap().to_string();
+        let storage = LakeStorage {
+            stores: Stores::new(),
+        };
+        assert!(storage.stores.local_file(&location).is_some());
+        let r = storage.reader(&location).await.unwrap();
+        // A small range (read on the task) and a large one (on a blocking thread).
+        assert_eq!(r.read(3..7).await.unwrap(), bytes[3..7]);
+        let end = bytes.len() as u64;
+        assert_eq!(r.read(1..end).await.unwrap(), bytes[1..]);
+        // Past the end: an error that names the file and its size, never short bytes.
+        let err = r.read(end - 2..end + 2).await.unwrap_err().to_string();
+        assert!(
+            err.contains("f.bin") && err.contains(&end.to_string()),
+            "{err}"
+        );
+        // A missing file is an error when the reader is asked for, naming it.
+        let gone = Url::from_file_path(dir.path().join("gone"))
+            .unwrap()
+            .to_string();
+        let err = storage.reader(&gone).await.err().unwrap().to_string();
+        assert!(err.contains("gone"), "{err}");
+        // A registered store for the root is used instead (tests, fault injection).
+        let registered = Stores::new().with_store(
+            &Url::parse("file:///").unwrap(),
+            Arc::new(object_store::memory::InMemory::new()),
+        );
+        assert!(registered.local_file(&location).is_none());
+    }
 
     #[tokio::test]
     async fn one_store_per_root_is_built_once_and_reused() {
