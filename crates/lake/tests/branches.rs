@@ -570,15 +570,14 @@ async fn many_appends_keep_the_manifest_list_short() {
         .load()
         .await
         .unwrap();
-    // Merged in tiers of sixteen: 300 files = one manifest of 256, two of 16 and twelve of 1
-    // (an entry is rewritten once per tier, never on every merge).
+    // Merged in tiers of four: 300 files = one manifest of 256, two of 16, two of 4 and four
+    // of 1 (at most three carried per tier, and the new one; an entry is rewritten once per
+    // tier, never on every merge).
     let mut sizes: Vec<u32> = list
         .entries()
         .iter()
         .map(|m| m.added_files_count.unwrap_or(0) + m.existing_files_count.unwrap_or(0))
         .collect();
     sizes.sort_unstable_by(|a, b| b.cmp(a));
-    let mut expected = vec![256, 16, 16];
-    expected.extend([1; 12]);
-    assert_eq!(sizes, expected);
+    assert_eq!(sizes, vec![256, 16, 16, 4, 4, 1, 1, 1, 1]);
 }
