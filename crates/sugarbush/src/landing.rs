@@ -215,11 +215,23 @@ pub(crate) fn is_non_empty_dir(dir: &Path) -> Result<bool> {
 /// Writes `bytes` to `path` through a temporary sibling and a rename, so no reader ever sees
 /// half a file.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_at(path, bytes, None)
+}
+
+/// [`write_atomic`], the file's modification time set to `modified` when given.
+pub(crate) fn write_atomic_at(
+    path: &Path,
+    bytes: &[u8],
+    modified: Option<std::time::SystemTime>,
+) -> Result<()> {
     let tmp = temp_sibling(path)?;
     {
         let mut f = fs::File::create(&tmp).at(&tmp)?;
         f.write_all(bytes).at(&tmp)?;
         f.flush().at(&tmp)?;
+        if let Some(t) = modified {
+            f.set_modified(t).at(&tmp)?;
+        }
     }
     fs::rename(&tmp, path).at(path)
 }

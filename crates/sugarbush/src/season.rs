@@ -19,7 +19,7 @@ use crate::calendar::*;
 use crate::error::{IoContext, Result, SugarbushError};
 use crate::events::{self, ChangeEvent, PaymentFacts, RowImage};
 use crate::ids::{Kind, id};
-use crate::landing::{self, relative_name, write_atomic};
+use crate::landing::{self, relative_name, write_atomic, write_atomic_at};
 use crate::progress::Progress;
 use crate::rng::{Rng, mix64};
 use crate::source::Source;
@@ -1220,9 +1220,15 @@ impl Season {
         Ok(())
     }
 
+    /// Land one file. Its modification time is the instant it lands in the story (the one its
+    /// name carries), as if it had been written then: a landing zone generated in a second reads
+    /// like one filled over the season, and a tap's check for files rewritten after it hashed
+    /// them (a file modified within a minute of the tap that recorded it is hashed again) is
+    /// not set off by every file of a freshly generated season.
     fn put(&mut self, source: Source, rel: &str, bytes: &[u8], lines: u64) -> Result<()> {
         let path = self.landing.join(rel);
-        write_atomic(&path, bytes)?;
+        let landed = landing::parse_landing_name(rel)?.arrived_at;
+        write_atomic_at(&path, bytes, Some(landed.into()))?;
         let s = &mut self.tally.sources[source.index()];
         s.files += 1;
         s.lines += lines;

@@ -76,6 +76,29 @@ fn the_default_season_is_byte_identical_on_every_run() {
 }
 
 #[test]
+fn every_landing_file_was_last_modified_when_it_landed() {
+    // A landing zone generated in a second reads like one filled over the season: each file's
+    // modification time is the instant its name says it landed.
+    let shared = season();
+    let mut files = 0;
+    for source in Source::ALL {
+        for f in landed(shared, source, end_of_time()).expect("lists") {
+            let modified = fs::metadata(&f.path)
+                .and_then(|m| m.modified())
+                .expect("mtime");
+            assert_eq!(
+                chrono::DateTime::<chrono::Utc>::from(modified),
+                f.arrived_at,
+                "{}",
+                f.relative_name
+            );
+            files += 1;
+        }
+    }
+    assert!(files > 1_000, "only {files} landing files");
+}
+
+#[test]
 fn another_seed_gives_another_season() {
     let dir = tempfile::tempdir().expect("temp dir");
     let report = generate(
