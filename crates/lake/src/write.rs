@@ -97,7 +97,7 @@ impl std::fmt::Debug for Replace {
 ///
 /// Four, not sixteen: every scan plan parses every manifest of its snapshot, and parsing one
 /// costs about a millisecond whatever its size (its Avro schema is parsed first). A table
-/// appended to once a day carried 13 manifests after two months at sixteen, and 4 to 6 at
+/// appended to once a day carried 12 or 13 manifests after two months at sixteen, 3 to 8 at
 /// four; the merges that buy this read a few small manifests on one append in four.
 const MERGE_FAN_IN: u64 = 4;
 
