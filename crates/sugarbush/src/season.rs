@@ -1204,11 +1204,9 @@ impl Season {
             )));
         }
         let label = time::compact_hour(start);
-        let rel = relative_name(source, landed_at, &label);
-        self.put(source, &rel, &buf, lines)?;
+        let rel = self.put(source, landed_at, &label, &buf, lines)?;
         if let Some(slot) = self.resend.get(&(source.index(), h)).copied() {
-            let copy = relative_name(source, slot.copy_at, &label);
-            self.put(source, &copy, &buf, lines)?;
+            let copy = self.put(source, slot.copy_at, &label, &buf, lines)?;
             self.tally.faults.resent_files += 1;
             self.tally.resent.push(ResentFile {
                 source,
@@ -1220,20 +1218,33 @@ impl Season {
         Ok(())
     }
 
-    /// Land one file. Its modification time is the instant it lands in the story (the one its
-    /// name carries), as if it had been written then: a landing zone generated in a second reads
+    /// Land one file at `landed_ms` under its landing name (returned). Its modification time is
+    /// that instant, as if it had been written then: a landing zone generated in a second reads
     /// like one filled over the season, and a tap's check for files rewritten after it hashed
     /// them (a file modified within a minute of the tap that recorded it is hashed again) is
     /// not set off by every file of a freshly generated season.
-    fn put(&mut self, source: Source, rel: &str, bytes: &[u8], lines: u64) -> Result<()> {
-        let path = self.landing.join(rel);
-        let landed = landing::parse_landing_name(rel)?.arrived_at;
-        write_atomic_at(&path, bytes, Some(landed.into()))?;
+    fn put(
+        &mut self,
+        source: Source,
+        landed_ms: i64,
+        label: &str,
+        bytes: &[u8],
+        lines: u64,
+    ) -> Result<String> {
+        let rel = relative_name(source, landed_ms, label);
+        let path = self.landing.join(&rel);
+        let landed = u64::try_from(landed_ms)
+            .ok()
+            .and_then(|ms| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms)))
+            .ok_or_else(|| {
+                SugarbushError::Internal(format!("{rel} would land before 1970 ({landed_ms} ms)"))
+            })?;
+        write_atomic_at(&path, bytes, Some(landed))?;
         let s = &mut self.tally.sources[source.index()];
         s.files += 1;
         s.lines += lines;
         s.bytes += bytes.len() as u64;
-        Ok(())
+        Ok(rel)
     }
 
     /// One CSV per business day, published the same evening; 2026-08-12 again the next day
@@ -1270,13 +1281,11 @@ impl Season {
             let mut files = Vec::new();
             for (at, r) in &published_rates {
                 let date = time::date_string(day);
-                let rel = relative_name(Source::FxRates, *at, &date);
                 let body = format!(
                     "rate_date,base,quote,rate\n{date},USD,CAD,{}\n",
                     format_rate_micros(*r)
                 );
-                self.put(Source::FxRates, &rel, body.as_bytes(), 1)?;
-                files.push(rel);
+                files.push(self.put(Source::FxRates, *at, &date, body.as_bytes(), 1)?);
             }
             if let (Some(wrong), [first, second]) = (corrected_from, files.as_slice()) {
                 self.tally.faults.republished_rates += 1;
@@ -1337,8 +1346,7 @@ impl Season {
                     t.captured - t.refunded
                 ));
             }
-            let rel = relative_name(Source::Settlements, at, &date);
-            self.put(Source::Settlements, &rel, body.as_bytes(), 2)?;
+            self.put(Source::Settlements, at, &date, body.as_bytes(), 2)?;
         }
         Ok(())
     }
