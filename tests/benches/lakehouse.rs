@@ -459,8 +459,9 @@ fn machine() -> (String, Value) {
     } else {
         "release"
     };
+    let lib_backtrace = std::env::var("RUST_LIB_BACKTRACE").unwrap_or_default();
     let text = format!(
-        "{cores} cores, {model}, {mem_gib:.1} GiB memory; load {load} at start; {profile} build{}",
+        "{cores} cores, {model}, {mem_gib:.1} GiB memory; load {load} at start; {profile} build{}; RUST_LIB_BACKTRACE={lib_backtrace}",
         if commit.is_empty() {
             String::new()
         } else {
@@ -474,6 +475,7 @@ fn machine() -> (String, Value) {
         "load_at_start": load,
         "profile": profile,
         "commit": commit,
+        "rust_lib_backtrace": lib_backtrace,
     });
     (text, v)
 }
@@ -1671,6 +1673,12 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn main() -> std::process::ExitCode {
+    // As the CLI does: iceberg-rust builds errors it then discards while reading every file,
+    // each capturing a backtrace when RUST_BACKTRACE is set. The machine line says which.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: first thing in main, before any other thread exists.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
     let raw: Vec<String> = std::env::args().skip(1).collect();
     if raw.first().map(String::as_str) == Some("__child") {
         let result = serde_json::from_str::<Value>(raw.get(1).map(String::as_str).unwrap_or(""))
