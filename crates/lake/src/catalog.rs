@@ -68,6 +68,8 @@ pub(crate) struct Inner {
     pub(crate) newest: Mutex<Option<Arc<Stored>>>,
     /// The highest floor this handle read or raised (only ever grows).
     pub(crate) floor_seen: AtomicU64,
+    /// Manifest lists and manifests this handle parsed (they never change once written).
+    pub(crate) manifests: crate::plan::ManifestCache,
 }
 
 /// A file catalog over object storage. Cheap to clone; clones share one store.
@@ -167,6 +169,7 @@ impl Catalog {
                 failpoint: Mutex::new(None),
                 newest: Mutex::new(None),
                 floor_seen: AtomicU64::new(0),
+                manifests: Default::default(),
             }),
         }
     }
@@ -301,7 +304,7 @@ impl Catalog {
         };
         self.table_with(
             name,
-            md.as_ref().clone(),
+            md.clone(),
             location.clone(),
             committed.version,
             refs.clone(),
@@ -332,7 +335,7 @@ impl Catalog {
         // Version 0: a view belongs to no catalog version.
         self.table_with(
             change.table.clone(),
-            md.clone(),
+            Arc::new(md.clone()),
             location,
             0,
             change.refs.clone(),
@@ -358,7 +361,7 @@ impl Catalog {
             md,
             entry.metadata_location.clone(),
             v.version,
-            Some(Arc::new(refs)),
+            Some(refs),
         )
     }
 
@@ -367,35 +370,45 @@ impl Catalog {
         name: &TableName,
         location: &str,
     ) -> Result<TableMetadata> {
-        Ok(self.read_metadata_and_refs(name, location).await?.0)
+        Ok(self
+            .read_metadata_and_refs(name, location)
+            .await?
+            .0
+            .as_ref()
+            .clone())
     }
 
-    /// A table's metadata and its refs. Iceberg keeps the ref map private, so the same bytes
-    /// are read a second time into a struct holding only the refs (cheaper than serialising
-    /// the whole metadata again to find them).
+    /// A table's metadata and its refs, parsed once per handle (a metadata file is never
+    /// rewritten). Iceberg keeps the ref map private, so the same bytes are read a second time
+    /// into a struct holding only the refs (cheaper than serialising the whole metadata again
+    /// to find them).
     pub(crate) async fn read_metadata_and_refs(
         &self,
         name: &TableName,
         location: &str,
-    ) -> Result<(TableMetadata, RefMap)> {
-        let bad = |detail: String| LakeError::BadMetadata {
-            table: name.to_string(),
-            location: location.to_string(),
-            detail,
-        };
-        let bytes = storage::read_optional(self.stores(), location)
-            .await?
-            .ok_or_else(|| bad("file does not exist".into()))?;
-        let md = serde_json::from_slice::<TableMetadata>(&bytes).map_err(|e| bad(e.to_string()))?;
-        let refs = refs_of(&bytes).map_err(|e| bad(e.to_string()))?;
-        Ok((md, refs))
+    ) -> Result<(Arc<TableMetadata>, Arc<RefMap>)> {
+        self.metadata_cached(location, || async {
+            let bad = |detail: String| LakeError::BadMetadata {
+                table: name.to_string(),
+                location: location.to_string(),
+                detail,
+            };
+            let bytes = storage::read_optional(self.stores(), location)
+                .await?
+                .ok_or_else(|| bad("file does not exist".into()))?;
+            let md =
+                serde_json::from_slice::<TableMetadata>(&bytes).map_err(|e| bad(e.to_string()))?;
+            let refs = refs_of(&bytes).map_err(|e| bad(e.to_string()))?;
+            Ok((md, refs, bytes.len() as u64))
+        })
+        .await
     }
 
     /// A table from metadata already read, with its refs when the caller knows them.
     fn table_with(
         &self,
         name: TableName,
-        md: TableMetadata,
+        md: Arc<TableMetadata>,
         location: String,
         version: u64,
         refs: Option<Arc<RefMap>>,

@@ -35,6 +35,7 @@ mod log;
 mod lookup;
 mod maintenance;
 mod merge;
+mod plan;
 mod read;
 pub mod s3;
 mod sql;

@@ -683,9 +683,8 @@ impl Table {
                 snapshot_id: id,
             })?;
         let list = self
-            .iceberg()
-            .manifest_list_reader(snap)
-            .load()
+            .catalog()
+            .manifest_list(self, snap)
             .await
             .map_err(ice)?;
         let mut out = Vec::new();
@@ -713,10 +712,7 @@ impl Table {
                     .sum::<usize>();
                 continue;
             }
-            let m = mf
-                .load_manifest(self.catalog().file_io())
-                .await
-                .map_err(ice)?;
+            let m = self.catalog().manifest(mf).await.map_err(ice)?;
             out.extend(
                 m.entries()
                     .iter()

@@ -56,38 +56,6 @@ impl Table {
         self.read_file_tasks(tasks, format!("scanning {} at {at}", self.name()))
     }
 
-    /// The files a scan of snapshot `id` reads for `columns` (all when `None`), after
-    /// `filter`'s partition and column-bounds pruning.
-    pub(crate) async fn plan_files_at(
-        &self,
-        id: i64,
-        columns: Option<Vec<String>>,
-        filter: Option<iceberg::expr::Predicate>,
-    ) -> Result<Vec<FileScanTask>> {
-        let ice = |e| {
-            LakeError::iceberg(
-                format!("planning a scan of {} at snapshot {id}", self.name()),
-                e,
-            )
-        };
-        let mut scan = self.iceberg().scan().snapshot_id(id);
-        scan = match columns {
-            Some(c) => scan.select(c),
-            None => scan.select_all(),
-        };
-        if let Some(f) = filter {
-            scan = scan.with_filter(f);
-        }
-        scan.build()
-            .map_err(ice)?
-            .plan_files()
-            .await
-            .map_err(ice)?
-            .try_collect()
-            .await
-            .map_err(ice)
-    }
-
     /// `columns` of the rows of the table at `at` that `filter` may hold, with how many data
     /// files were read. The filter goes to iceberg's scan planning, so data files whose
     /// partition or column bounds cannot hold a match are never opened; within the files
@@ -210,9 +178,8 @@ impl Table {
                 snapshot_id: id,
             })?;
         let list = self
-            .iceberg()
-            .manifest_list_reader(snap)
-            .load()
+            .catalog()
+            .manifest_list(self, snap)
             .await
             .map_err(ice)?;
         let mut out = Vec::new();
@@ -220,10 +187,7 @@ impl Table {
             if mf.content != ManifestContentType::Data {
                 continue;
             }
-            let m = mf
-                .load_manifest(self.catalog().file_io())
-                .await
-                .map_err(ice)?;
+            let m = self.catalog().manifest(mf).await.map_err(ice)?;
             out.extend(
                 m.entries()
                     .iter()
@@ -347,9 +311,8 @@ impl Table {
             }
         })?;
         let list = self
-            .iceberg()
-            .manifest_list_reader(snap)
-            .load()
+            .catalog()
+            .manifest_list(self, snap)
             .await
             .map_err(ice)?;
         let mut out = Vec::new();
@@ -361,10 +324,7 @@ impl Table {
             {
                 continue;
             }
-            let m = mf
-                .load_manifest(self.catalog().file_io())
-                .await
-                .map_err(ice)?;
+            let m = self.catalog().manifest(mf).await.map_err(ice)?;
             for e in m.entries() {
                 if e.status() == ManifestStatus::Added
                     && e.snapshot_id() == Some(snapshot_id)

@@ -566,9 +566,8 @@ impl Table {
                         snapshot_id: parent_id,
                     })?;
             let list = self
-                .iceberg()
-                .manifest_list_reader(parent_snap)
-                .load()
+                .catalog()
+                .manifest_list(self, parent_snap)
                 .await
                 .map_err(ice)?;
             // Position or equality delete files on the branch: rows read back for a rewrite
@@ -611,7 +610,7 @@ impl Table {
                     continue;
                 }
                 let spec = self.partition_spec(mf.partition_spec_id)?;
-                let manifest = mf.load_manifest(&file_io).await.map_err(ice)?;
+                let manifest = self.catalog().manifest(mf).await.map_err(ice)?;
                 let mut keep = Vec::new();
                 let mut drop = Vec::new();
                 for entry in manifest.entries() {
@@ -705,7 +704,7 @@ impl Table {
             let mut w = new_manifest(&self.partition_spec(group.0)?)?;
             let mut merged_deleted = Vec::new();
             for mf in &merge {
-                let manifest = mf.load_manifest(&file_io).await.map_err(ice)?;
+                let manifest = self.catalog().manifest(mf).await.map_err(ice)?;
                 for e in manifest.entries() {
                     let seq = e.sequence_number().unwrap_or(mf.sequence_number);
                     let fseq = e.file_sequence_number.or(Some(mf.sequence_number));

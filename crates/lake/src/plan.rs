@@ -1,0 +1,624 @@
+//! Scan planning from manifests parsed once per catalog handle.
+//!
+//! Manifest lists and manifests are immutable: a path names the same bytes forever. iceberg-rust
+//! keeps a cache of parsed manifests per `iceberg::table::Table`, and a lake `Table` is built
+//! fresh from every metadata version it loads, so each load started with an empty cache and
+//! every scan plan parsed every manifest again (about a millisecond each, mostly the Avro schema
+//! in its header, however few entries it holds). Here a [`Catalog`] handle keeps the parsed
+//! files, shared by every table and version it loads, within a byte budget; and
+//! [`Table::plan_files_at`] plans a scan from them itself.
+//!
+//! The planner keeps a data file unless its column bounds prove that the filter holds no row of
+//! it (a filter it cannot judge keeps the file); the filter still goes to the reader with each
+//! file, which drops the rows that fail it. A snapshot with delete files is planned by
+//! iceberg-rust's own scan, which applies them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::TryStreamExt;
+use iceberg::expr::{Bind, BoundPredicate, PredicateOperator};
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{
+    DataContentType, DataFile, Datum, Manifest, ManifestContentType, ManifestFile, ManifestList,
+    NameMapping, PrimitiveType, SnapshotRef, TableMetadata,
+};
+
+use crate::catalog::Catalog;
+use crate::error::{LakeError, Result};
+use crate::table::Table;
+use crate::types::RefMap;
+
+/// How many bytes of manifest lists and manifests (their size on storage) a catalog handle
+/// keeps parsed. Parsed, they take a few times that in memory.
+const CACHE_BUDGET_BYTES: u64 = 32 << 20;
+
+/// A manifest list's weight when its size is not at hand: about what one entry takes.
+const LIST_ENTRY_BYTES: u64 = 256;
+
+/// The table property iceberg-rust reads a name mapping from.
+const NAME_MAPPING_PROPERTY: &str = "schema.name-mapping.default";
+
+#[derive(Clone)]
+enum Parsed {
+    List(Arc<ManifestList>),
+    Manifest(Arc<Manifest>),
+    Metadata(Arc<TableMetadata>, Arc<RefMap>),
+}
+
+struct Slot {
+    parsed: Parsed,
+    bytes: u64,
+    used: u64,
+}
+
+#[derive(Default)]
+struct State {
+    slots: HashMap<String, Slot>,
+    bytes: u64,
+    tick: u64,
+    /// Files parsed (misses) and served from memory (hits), for tests and measurements.
+    parsed: u64,
+    hits: u64,
+}
+
+/// Parsed manifest lists, manifests and table metadata files by location, least recently used
+/// evicted first. Only files that never change once written go here.
+pub(crate) struct ManifestCache {
+    state: Mutex<State>,
+    budget: u64,
+}
+
+impl Default for ManifestCache {
+    fn default() -> Self {
+        ManifestCache {
+            state: Mutex::new(State::default()),
+            budget: CACHE_BUDGET_BYTES,
+        }
+    }
+}
+
+impl ManifestCache {
+    fn get(&self, location: &str) -> Option<Parsed> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.tick += 1;
+        let tick = s.tick;
+        let hit = s.slots.get_mut(location).map(|slot| {
+            slot.used = tick;
+            slot.parsed.clone()
+        });
+        if hit.is_some() {
+            s.hits += 1;
+        }
+        hit
+    }
+
+    fn put(&self, location: &str, parsed: Parsed, bytes: u64) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.parsed += 1;
+        if bytes > self.budget {
+            return;
+        }
+        s.tick += 1;
+        let used = s.tick;
+        if let Some(old) = s.slots.insert(
+            location.to_string(),
+            Slot {
+                parsed,
+                bytes,
+                used,
+            },
+        ) {
+            s.bytes -= old.bytes;
+        }
+        s.bytes += bytes;
+        while s.bytes > self.budget {
+            let Some(oldest) = s
+                .slots
+                .iter()
+                .min_by_key(|(_, slot)| slot.used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some(slot) = s.slots.remove(&oldest) {
+                s.bytes -= slot.bytes;
+            }
+        }
+    }
+
+    /// (files parsed, files served from memory) so far.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (s.parsed, s.hits)
+    }
+}
+
+impl Catalog {
+    /// The manifest list of `snapshot` of `table`, parsed once per catalog handle.
+    pub(crate) async fn manifest_list(
+        &self,
+        table: &Table,
+        snapshot: &SnapshotRef,
+    ) -> iceberg::Result<Arc<ManifestList>> {
+        let cache = &self.inner.manifests;
+        let location = snapshot.manifest_list();
+        if let Some(Parsed::List(list)) = cache.get(location) {
+            return Ok(list);
+        }
+        let list = Arc::new(
+            table
+                .iceberg()
+                .manifest_list_reader(snapshot)
+                .load()
+                .await?,
+        );
+        let bytes = (list.entries().len() as u64 + 1) * LIST_ENTRY_BYTES;
+        cache.put(location, Parsed::List(list.clone()), bytes);
+        Ok(list)
+    }
+
+    /// The manifest `mf` names, its entries' snapshot ids and sequence numbers inherited from
+    /// `mf` as iceberg-rust does, parsed once per catalog handle.
+    pub(crate) async fn manifest(&self, mf: &ManifestFile) -> iceberg::Result<Arc<Manifest>> {
+        let cache = &self.inner.manifests;
+        if let Some(Parsed::Manifest(m)) = cache.get(&mf.manifest_path) {
+            return Ok(m);
+        }
+        let m = Arc::new(mf.load_manifest(&self.inner.file_io).await?);
+        let bytes = u64::try_from(mf.manifest_length).unwrap_or(0).max(1);
+        cache.put(&mf.manifest_path, Parsed::Manifest(m.clone()), bytes);
+        Ok(m)
+    }
+
+    /// Table metadata at `location` (a metadata file is never rewritten), parsed once per
+    /// catalog handle by `parse`.
+    pub(crate) async fn metadata_cached<F, Fut>(
+        &self,
+        location: &str,
+        parse: F,
+    ) -> Result<(Arc<TableMetadata>, Arc<RefMap>)>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<(TableMetadata, RefMap, u64)>>,
+    {
+        let cache = &self.inner.manifests;
+        if let Some(Parsed::Metadata(md, refs)) = cache.get(location) {
+            return Ok((md, refs));
+        }
+        let (md, refs, bytes) = parse().await?;
+        let (md, refs) = (Arc::new(md), Arc::new(refs));
+        cache.put(
+            location,
+            Parsed::Metadata(md.clone(), refs.clone()),
+            bytes.max(1),
+        );
+        Ok((md, refs))
+    }
+
+    /// How many manifest lists, manifests and metadata files this handle parsed, and how many
+    /// times it found one already parsed.
+    pub fn manifest_cache_counts(&self) -> (u64, u64) {
+        self.inner.manifests.counts()
+    }
+}
+
+impl Table {
+    /// The files a scan of snapshot `id` reads for `columns` (all when `None`), after
+    /// `filter`'s pruning by the files' column bounds.
+    pub(crate) async fn plan_files_at(
+        &self,
+        id: i64,
+        columns: Option<Vec<String>>,
+        filter: Option<iceberg::expr::Predicate>,
+    ) -> Result<Vec<FileScanTask>> {
+        let ctx = || format!("planning a scan of {} at snapshot {id}", self.name());
+        let ice = |e| LakeError::iceberg(ctx(), e);
+        let md = self.metadata();
+        let snapshot = md
+            .snapshot_by_id(id)
+            .ok_or_else(|| LakeError::NoSuchSnapshot {
+                table: self.name().to_string(),
+                snapshot_id: id,
+            })?;
+        let list = self
+            .catalog()
+            .manifest_list(self, snapshot)
+            .await
+            .map_err(ice)?;
+        if list
+            .entries()
+            .iter()
+            .any(|mf| mf.content != ManifestContentType::Data)
+        {
+            return self.plan_files_by_iceberg(id, columns, filter).await;
+        }
+        let schema = snapshot.schema(md).map_err(ice)?;
+        let names: Vec<String> = match columns {
+            Some(c) => c,
+            None => schema
+                .as_struct()
+                .fields()
+                .iter()
+                .map(|f| f.name.clone())
+                .collect(),
+        };
+        let mut field_ids = Vec::with_capacity(names.len());
+        for n in &names {
+            let field = schema
+                .as_struct()
+                .fields()
+                .iter()
+                .find(|f| &f.name == n)
+                .ok_or_else(|| LakeError::Schema {
+                    table: self.name().to_string(),
+                    detail: format!("no column {n:?} at snapshot {id}"),
+                })?;
+            field_ids.push(field.id);
+        }
+        let bound = filter
+            .map(|f| f.bind(schema.clone(), true))
+            .transpose()
+            .map_err(ice)?;
+        let name_mapping = md
+            .properties()
+            .get(NAME_MAPPING_PROPERTY)
+            .map(|raw| serde_json::from_str::<NameMapping>(raw))
+            .transpose()
+            .map_err(|e| LakeError::BadMetadata {
+                table: self.name().to_string(),
+                location: self.metadata_location().to_string(),
+                detail: format!("table property {NAME_MAPPING_PROPERTY}: {e}"),
+            })?
+            .map(Arc::new);
+        let mut tasks = Vec::new();
+        for mf in list.entries() {
+            if matches!(
+                (mf.added_files_count, mf.existing_files_count),
+                (Some(0), Some(0))
+            ) {
+                continue;
+            }
+            let manifest = self.catalog().manifest(mf).await.map_err(ice)?;
+            for e in manifest.entries() {
+                if !e.is_alive() || e.content_type() != DataContentType::Data {
+                    continue;
+                }
+                let file = e.data_file();
+                if let Some(p) = &bound
+                    && !may_match(p, file)
+                {
+                    continue;
+                }
+                tasks.push(FileScanTask {
+                    file_size_in_bytes: file.file_size_in_bytes(),
+                    start: 0,
+                    length: file.file_size_in_bytes(),
+                    record_count: Some(file.record_count()),
+                    data_file_path: file.file_path().to_string(),
+                    data_file_format: file.file_format(),
+                    schema: schema.clone(),
+                    project_field_ids: field_ids.clone(),
+                    predicate: bound.clone(),
+                    deletes: Vec::new(),
+                    partition: Some(file.partition().clone()),
+                    partition_spec: None,
+                    name_mapping: name_mapping.clone(),
+                    case_sensitive: true,
+                });
+            }
+        }
+        Ok(tasks)
+    }
+
+    /// [`Table::plan_files_at`] by iceberg-rust's scan: for snapshots with delete files.
+    async fn plan_files_by_iceberg(
+        &self,
+        id: i64,
+        columns: Option<Vec<String>>,
+        filter: Option<iceberg::expr::Predicate>,
+    ) -> Result<Vec<FileScanTask>> {
+        let ice = |e| {
+            LakeError::iceberg(
+                format!("planning a scan of {} at snapshot {id}", self.name()),
+                e,
+            )
+        };
+        let mut scan = self.iceberg().scan().snapshot_id(id);
+        scan = match columns {
+            Some(c) => scan.select(c),
+            None => scan.select_all(),
+        };
+        if let Some(f) = filter {
+            scan = scan.with_filter(f);
+        }
+        scan.build()
+            .map_err(ice)?
+            .plan_files()
+            .await
+            .map_err(ice)?
+            .try_collect()
+            .await
+            .map_err(ice)
+    }
+}
+
+/// False only when `file`'s column bounds prove that no row of it satisfies `p`. Missing bounds,
+/// values of another type, floating-point columns (NaN and -0.0 make their bounds unreliable)
+/// and predicates it does not judge (NOT, NaN tests, prefixes, ≠, NOT IN) all keep the file.
+/// Bounds may be truncated, as the spec allows: a lower bound is still at or below every value,
+/// an upper bound at or above.
+pub(crate) fn may_match(p: &BoundPredicate, file: &DataFile) -> bool {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    match p {
+        BoundPredicate::AlwaysTrue => true,
+        BoundPredicate::AlwaysFalse => false,
+        BoundPredicate::And(e) => e.inputs().iter().all(|q| may_match(q, file)),
+        BoundPredicate::Or(e) => e.inputs().iter().any(|q| may_match(q, file)),
+        BoundPredicate::Not(_) => true,
+        BoundPredicate::Unary(e) => {
+            let id = e.term().field().id;
+            match e.op() {
+                // No nulls counted: IS NULL holds for no row.
+                PredicateOperator::IsNull => file.null_value_counts().get(&id) != Some(&0),
+                // Every value counted is null: IS NOT NULL holds for no row.
+                PredicateOperator::NotNull => {
+                    match (
+                        file.value_counts().get(&id),
+                        file.null_value_counts().get(&id),
+                    ) {
+                        (Some(values), Some(nulls)) => values != nulls,
+                        _ => true,
+                    }
+                }
+                _ => true,
+            }
+        }
+        BoundPredicate::Binary(e) => {
+            let id = e.term().field().id;
+            let v = e.literal();
+            if !comparable(v) {
+                return true;
+            }
+            let lower = file.lower_bounds().get(&id);
+            let upper = file.upper_bounds().get(&id);
+            let cmp = |b: Option<&Datum>| b.and_then(|b| v.partial_cmp(b));
+            match e.op() {
+                // Some value below v needs lower < v.
+                PredicateOperator::LessThan => {
+                    cmp(lower) != Some(Less) && cmp(lower) != Some(Equal)
+                }
+                PredicateOperator::LessThanOrEq => cmp(lower) != Some(Less),
+                PredicateOperator::GreaterThan => {
+                    cmp(upper) != Some(Greater) && cmp(upper) != Some(Equal)
+                }
+                PredicateOperator::GreaterThanOrEq => cmp(upper) != Some(Greater),
+                PredicateOperator::Eq => cmp(lower) != Some(Less) && cmp(upper) != Some(Greater),
+                _ => true,
+            }
+        }
+        BoundPredicate::Set(e) => {
+            let id = e.term().field().id;
+            match e.op() {
+                PredicateOperator::In => {
+                    let lower = file.lower_bounds().get(&id);
+                    let upper = file.upper_bounds().get(&id);
+                    e.literals().iter().any(|v| {
+                        if !comparable(v) {
+                            return true;
+                        }
+                        let cmp = |b: Option<&Datum>| b.and_then(|b| v.partial_cmp(b));
+                        cmp(lower) != Some(Less) && cmp(upper) != Some(Greater)
+                    })
+                }
+                _ => true,
+            }
+        }
+    }
+}
+
+/// Whether bounds can judge `v`: not a floating-point value.
+fn comparable(v: &Datum) -> bool {
+    !matches!(v.data_type(), PrimitiveType::Float | PrimitiveType::Double)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use arrow_array::{Int64Array, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema as ArrowSchema};
+    use futures::TryStreamExt;
+    use iceberg::expr::{Predicate, Reference};
+    use iceberg::spec::{
+        DataFileBuilder, DataFileFormat, NestedField, Schema, Type as IcebergType,
+    };
+
+    use super::*;
+
+    fn schema() -> Arc<Schema> {
+        Arc::new(
+            Schema::builder()
+                .with_fields(vec![
+                    NestedField::required(1, "n", IcebergType::Primitive(PrimitiveType::Long))
+                        .into(),
+                    NestedField::optional(2, "s", IcebergType::Primitive(PrimitiveType::String))
+                        .into(),
+                    NestedField::optional(3, "d", IcebergType::Primitive(PrimitiveType::Double))
+                        .into(),
+                ])
+                .build()
+                .expect("schema"),
+        )
+    }
+
+    /// n in [10, 20] with no nulls; s in ["b", "d"] with 2 nulls of 5; d with bounds [0.0, 1.0].
+    fn file() -> DataFile {
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path("f.parquet".into())
+            .file_format(DataFileFormat::Parquet)
+            .record_count(5)
+            .file_size_in_bytes(1)
+            .lower_bounds(HashMap::from([
+                (1, Datum::long(10)),
+                (2, Datum::string("b")),
+                (3, Datum::double(0.0)),
+            ]))
+            .upper_bounds(HashMap::from([
+                (1, Datum::long(20)),
+                (2, Datum::string("d")),
+                (3, Datum::double(1.0)),
+            ]))
+            .value_counts(HashMap::from([(1, 5), (2, 5), (3, 5)]))
+            .null_value_counts(HashMap::from([(1, 0), (2, 2), (3, 0)]))
+            .build()
+            .expect("data file")
+    }
+
+    fn may(p: Predicate) -> bool {
+        may_match(&p.bind(schema(), true).expect("bind"), &file())
+    }
+
+    #[test]
+    fn bounds_drop_a_file_only_when_no_row_can_match() {
+        let n = || Reference::new("n");
+        let s = || Reference::new("s");
+        // Equality and ranges at, inside and outside the bounds [10, 20].
+        assert!(!may(n().equal_to(Datum::long(9))));
+        assert!(may(n().equal_to(Datum::long(10))));
+        assert!(may(n().equal_to(Datum::long(20))));
+        assert!(!may(n().equal_to(Datum::long(21))));
+        assert!(!may(n().less_than(Datum::long(10))));
+        assert!(may(n().less_than(Datum::long(11))));
+        assert!(may(n().less_than_or_equal_to(Datum::long(10))));
+        assert!(!may(n().less_than_or_equal_to(Datum::long(9))));
+        assert!(!may(n().greater_than(Datum::long(20))));
+        assert!(may(n().greater_than(Datum::long(19))));
+        assert!(may(n().greater_than_or_equal_to(Datum::long(20))));
+        assert!(!may(n().greater_than_or_equal_to(Datum::long(21))));
+        assert!(!may(n().is_in([Datum::long(1), Datum::long(30)])));
+        assert!(may(n().is_in([Datum::long(1), Datum::long(15)])));
+        assert!(!may(s().equal_to(Datum::string("a"))));
+        assert!(may(s().equal_to(Datum::string("c"))));
+        // AND needs every side, OR any side.
+        assert!(!may(n()
+            .equal_to(Datum::long(15))
+            .and(s().equal_to(Datum::string("z")))));
+        assert!(may(n()
+            .equal_to(Datum::long(5))
+            .or(s().equal_to(Datum::string("c")))));
+        // Null counts: no nulls in n, some in s.
+        assert!(!may(n().is_null()));
+        assert!(may(s().is_null()));
+        assert!(may(s().is_not_null()));
+    }
+
+    #[test]
+    fn what_bounds_cannot_judge_keeps_the_file() {
+        // Floating point (NaN and -0.0 make bounds unreliable), NOT, inequality, NOT IN.
+        assert!(may(Reference::new("d").equal_to(Datum::double(5.0))));
+        assert!(may(Predicate::negate(
+            Reference::new("n").equal_to(Datum::long(15))
+        )));
+        assert!(may(Reference::new("n").not_equal_to(Datum::long(15))));
+        assert!(may(
+            Reference::new("n").is_not_in([Datum::long(10), Datum::long(20)])
+        ));
+        // A file without bounds for the column.
+        let bare = DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path("g.parquet".into())
+            .file_format(DataFileFormat::Parquet)
+            .record_count(1)
+            .file_size_in_bytes(1)
+            .build()
+            .expect("data file");
+        let p = Reference::new("n")
+            .equal_to(Datum::long(99))
+            .bind(schema(), true)
+            .expect("bind");
+        assert!(may_match(&p, &bare));
+    }
+
+    fn batch(from: i64, n: i64) -> RecordBatch {
+        RecordBatch::try_new(
+            Arc::new(ArrowSchema::new(vec![
+                Field::new("id", DataType::Int64, false),
+                Field::new("tag", DataType::Utf8, false),
+            ])),
+            vec![
+                Arc::new(Int64Array::from_iter_values(from..from + n)),
+                Arc::new(StringArray::from_iter_values(
+                    (from..from + n).map(|i| format!("t{i}")),
+                )),
+            ],
+        )
+        .expect("batch")
+    }
+
+    async fn ids(t: &Table, filter: Option<Predicate>) -> (Vec<i64>, usize) {
+        let id = t.head("audit").expect("audit head");
+        let tasks = t.plan_files_at(id, None, filter).await.expect("plan");
+        let files = tasks.len();
+        let batches: Vec<RecordBatch> = t
+            .read_file_tasks(tasks, "test".into())
+            .expect("read")
+            .try_collect()
+            .await
+            .expect("rows");
+        let mut out: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .expect("ids")
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        out.sort_unstable();
+        (out, files)
+    }
+
+    #[tokio::test]
+    async fn a_plan_reads_each_manifest_once_per_catalog_and_prunes_by_bounds() {
+        let c = Catalog::in_memory();
+        let schema = batch(0, 1).schema();
+        c.create_table("t.ten", &schema, &[]).await.expect("create");
+        for i in 0..10 {
+            c.append("t.ten", "audit", &[batch(i * 100, 100)], Default::default())
+                .await
+                .expect("append");
+        }
+        let t = c.table("t.ten").await.expect("load");
+        let (all, files) = ids(&t, None).await;
+        assert_eq!(all, (0..1000).collect::<Vec<_>>());
+        assert_eq!(files, 10);
+        let (parsed, _) = c.manifest_cache_counts();
+        // The same plan again, and on a fresh load of the same table: nothing parsed again.
+        let t = c.table("t.ten").await.expect("load again");
+        assert_eq!(ids(&t, None).await.0.len(), 1000);
+        let (parsed_again, hits) = c.manifest_cache_counts();
+        assert_eq!(parsed_again, parsed);
+        assert!(hits > 0);
+        // A filter: only the files whose bounds may hold a match are planned, and only the
+        // matching rows come back.
+        let f = Reference::new("id")
+            .greater_than_or_equal_to(Datum::long(250))
+            .and(Reference::new("id").less_than(Datum::long(420)));
+        let (some, files) = ids(&t, Some(f)).await;
+        assert_eq!(some, (250..420).collect::<Vec<_>>());
+        assert_eq!(files, 3);
+        let f = Reference::new("tag").equal_to(Datum::string("t999"));
+        assert_eq!(ids(&t, Some(f)).await, (vec![999], 1));
+        // A column the table lacks is a named error.
+        let id = t.head("audit").expect("head");
+        let err = t
+            .plan_files_at(id, Some(vec!["nope".into()]), None)
+            .await
+            .expect_err("no such column");
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
+}
