@@ -33,7 +33,7 @@ use iceberg::writer::file_writer::location_generator::{
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::{BloomFilterPosition, WriterProperties};
+use parquet::file::properties::{BloomFilterPosition, EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
@@ -331,8 +331,12 @@ pub(crate) fn writer_properties(
         table: table.to_string(),
         detail: format!("table property {key}={value:?} is not {want}"),
     };
+    // Statistics per column chunk (what Iceberg's bounds and row-group pruning use), not per
+    // page: no reader of the lake uses page statistics, and iceberg-rust's reader parses a
+    // file's page-statistics index with its footer on every open.
     let mut b = WriterProperties::builder()
         .set_compression(compression(properties, &bad)?)
+        .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_bloom_filter_position(BloomFilterPosition::End);
     let limit = match properties.get(PROP_ROW_GROUP_LIMIT) {
         Some(v) => match v.trim().parse::<usize>() {
