@@ -68,7 +68,8 @@ pub(crate) struct Inner {
     pub(crate) newest: Mutex<Option<Arc<Stored>>>,
     /// The highest floor this handle read or raised (only ever grows).
     pub(crate) floor_seen: AtomicU64,
-    /// Manifest lists and manifests this handle parsed (they never change once written).
+    /// Manifest lists, manifests and table metadata files this handle parsed (they never
+    /// change once written).
     pub(crate) manifests: crate::plan::ManifestCache,
 }
 

@@ -5,8 +5,9 @@
 //! fresh from every metadata version it loads, so each load started with an empty cache and
 //! every scan plan parsed every manifest again (about a millisecond each, mostly the Avro schema
 //! in its header, however few entries it holds). Here a [`Catalog`] handle keeps the parsed
-//! files, shared by every table and version it loads, within a byte budget; and
-//! [`Table::plan_files_at`] plans a scan from them itself.
+//! files, shared by every table and version it loads, within a byte budget (table metadata
+//! files too, never rewritten either); and [`Table::plan_files_at`] plans a scan from them
+//! itself.
 //!
 //! The planner keeps a data file unless its column bounds prove that the filter holds no row of
 //! it (a filter it cannot judge keeps the file); the filter still goes to the reader with each
@@ -29,8 +30,8 @@ use crate::error::{LakeError, Result};
 use crate::table::Table;
 use crate::types::RefMap;
 
-/// How many bytes of manifest lists and manifests (their size on storage) a catalog handle
-/// keeps parsed. Parsed, they take a few times that in memory.
+/// How many bytes of manifest lists, manifests and table metadata files (their size on
+/// storage) a catalog handle keeps parsed. Parsed, they take a few times that in memory.
 const CACHE_BUDGET_BYTES: u64 = 32 << 20;
 
 /// A manifest list's weight when its size is not at hand: about what one entry takes.
