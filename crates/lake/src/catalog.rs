@@ -70,7 +70,7 @@ pub(crate) struct Inner {
     pub(crate) floor_seen: AtomicU64,
     /// Manifest lists, manifests and table metadata files this handle parsed (they never
     /// change once written).
-    pub(crate) manifests: crate::plan::ManifestCache,
+    pub(crate) parsed: crate::plan::ParsedFiles,
 }
 
 /// A file catalog over object storage. Cheap to clone; clones share one store.
@@ -170,7 +170,7 @@ impl Catalog {
                 failpoint: Mutex::new(None),
                 newest: Mutex::new(None),
                 floor_seen: AtomicU64::new(0),
-                manifests: Default::default(),
+                parsed: Default::default(),
             }),
         }
     }

@@ -675,18 +675,7 @@ impl Table {
         };
         let name = self.name().to_string();
         let ice = |e: iceberg::Error| LakeError::iceberg(format!("listing files of {name}"), e);
-        let snap = self
-            .metadata()
-            .snapshot_by_id(id)
-            .ok_or_else(|| LakeError::NoSuchSnapshot {
-                table: name.clone(),
-                snapshot_id: id,
-            })?;
-        let list = self
-            .catalog()
-            .manifest_list(self, snap)
-            .await
-            .map_err(ice)?;
+        let list = self.manifest_list(id).await?;
         let mut out = Vec::new();
         let mut deletes = false;
         for mf in list.entries() {

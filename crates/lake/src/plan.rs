@@ -22,7 +22,7 @@ use iceberg::expr::{Bind, BoundPredicate, PredicateOperator};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{
     DataContentType, DataFile, Datum, Manifest, ManifestContentType, ManifestFile, ManifestList,
-    NameMapping, PrimitiveType, SnapshotRef, TableMetadata,
+    NameMapping, PrimitiveType, TableMetadata,
 };
 
 use crate::catalog::Catalog;
@@ -65,21 +65,21 @@ struct State {
 
 /// Parsed manifest lists, manifests and table metadata files by location, least recently used
 /// evicted first. Only files that never change once written go here.
-pub(crate) struct ManifestCache {
+pub(crate) struct ParsedFiles {
     state: Mutex<State>,
     budget: u64,
 }
 
-impl Default for ManifestCache {
+impl Default for ParsedFiles {
     fn default() -> Self {
-        ManifestCache {
+        ParsedFiles {
             state: Mutex::new(State::default()),
             budget: CACHE_BUDGET_BYTES,
         }
     }
 }
 
-impl ManifestCache {
+impl ParsedFiles {
     fn get(&self, location: &str) -> Option<Parsed> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.tick += 1;
@@ -136,33 +136,10 @@ impl ManifestCache {
 }
 
 impl Catalog {
-    /// The manifest list of `snapshot` of `table`, parsed once per catalog handle.
-    pub(crate) async fn manifest_list(
-        &self,
-        table: &Table,
-        snapshot: &SnapshotRef,
-    ) -> iceberg::Result<Arc<ManifestList>> {
-        let cache = &self.inner.manifests;
-        let location = snapshot.manifest_list();
-        if let Some(Parsed::List(list)) = cache.get(location) {
-            return Ok(list);
-        }
-        let list = Arc::new(
-            table
-                .iceberg()
-                .manifest_list_reader(snapshot)
-                .load()
-                .await?,
-        );
-        let bytes = (list.entries().len() as u64 + 1) * LIST_ENTRY_BYTES;
-        cache.put(location, Parsed::List(list.clone()), bytes);
-        Ok(list)
-    }
-
     /// The manifest `mf` names, its entries' snapshot ids and sequence numbers inherited from
     /// `mf` as iceberg-rust does, parsed once per catalog handle.
     pub(crate) async fn manifest(&self, mf: &ManifestFile) -> iceberg::Result<Arc<Manifest>> {
-        let cache = &self.inner.manifests;
+        let cache = &self.inner.parsed;
         if let Some(Parsed::Manifest(m)) = cache.get(&mf.manifest_path) {
             return Ok(m);
         }
@@ -183,7 +160,7 @@ impl Catalog {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<(TableMetadata, RefMap, u64)>>,
     {
-        let cache = &self.inner.manifests;
+        let cache = &self.inner.parsed;
         if let Some(Parsed::Metadata(md, refs)) = cache.get(location) {
             return Ok((md, refs));
         }
@@ -200,11 +177,39 @@ impl Catalog {
     /// How many manifest lists, manifests and metadata files this handle parsed, and how many
     /// times it found one already parsed.
     pub fn manifest_cache_counts(&self) -> (u64, u64) {
-        self.inner.manifests.counts()
+        self.inner.parsed.counts()
     }
 }
 
 impl Table {
+    /// The manifest list of snapshot `id`, parsed once per catalog handle.
+    pub(crate) async fn manifest_list(&self, id: i64) -> Result<Arc<ManifestList>> {
+        let snapshot = self.snapshot_ref(id)?;
+        let cache = &self.catalog().inner.parsed;
+        let location = snapshot.manifest_list();
+        if let Some(Parsed::List(list)) = cache.get(location) {
+            return Ok(list);
+        }
+        let list = self
+            .iceberg()
+            .manifest_list_reader(snapshot)
+            .load()
+            .await
+            .map_err(|e| {
+                LakeError::iceberg(
+                    format!(
+                        "reading the manifest list of snapshot {id} of {}",
+                        self.name()
+                    ),
+                    e,
+                )
+            })?;
+        let list = Arc::new(list);
+        let bytes = (list.entries().len() as u64 + 1) * LIST_ENTRY_BYTES;
+        cache.put(location, Parsed::List(list.clone()), bytes);
+        Ok(list)
+    }
+
     /// The files a scan of snapshot `id` reads for `columns` (all when `None`), after
     /// `filter`'s pruning by the files' column bounds.
     pub(crate) async fn plan_files_at(
@@ -216,17 +221,8 @@ impl Table {
         let ctx = || format!("planning a scan of {} at snapshot {id}", self.name());
         let ice = |e| LakeError::iceberg(ctx(), e);
         let md = self.metadata();
-        let snapshot = md
-            .snapshot_by_id(id)
-            .ok_or_else(|| LakeError::NoSuchSnapshot {
-                table: self.name().to_string(),
-                snapshot_id: id,
-            })?;
-        let list = self
-            .catalog()
-            .manifest_list(self, snapshot)
-            .await
-            .map_err(ice)?;
+        let snapshot = self.snapshot_ref(id)?;
+        let list = self.manifest_list(id).await?;
         if list
             .entries()
             .iter()
@@ -235,28 +231,23 @@ impl Table {
             return self.plan_files_by_iceberg(id, columns, filter).await;
         }
         let schema = snapshot.schema(md).map_err(ice)?;
-        let names: Vec<String> = match columns {
-            Some(c) => c,
-            None => schema
-                .as_struct()
-                .fields()
+        let fields = schema.as_struct().fields();
+        let field_ids = match columns {
+            None => fields.iter().map(|f| f.id).collect(),
+            Some(names) => names
                 .iter()
-                .map(|f| f.name.clone())
-                .collect(),
+                .map(|n| {
+                    fields
+                        .iter()
+                        .find(|f| &f.name == n)
+                        .map(|f| f.id)
+                        .ok_or_else(|| LakeError::Schema {
+                            table: self.name().to_string(),
+                            detail: format!("no column {n:?} at snapshot {id}"),
+                        })
+                })
+                .collect::<Result<Vec<i32>>>()?,
         };
-        let mut field_ids = Vec::with_capacity(names.len());
-        for n in &names {
-            let field = schema
-                .as_struct()
-                .fields()
-                .iter()
-                .find(|f| &f.name == n)
-                .ok_or_else(|| LakeError::Schema {
-                    table: self.name().to_string(),
-                    detail: format!("no column {n:?} at snapshot {id}"),
-                })?;
-            field_ids.push(field.id);
-        }
         let bound = filter
             .map(|f| f.bind(schema.clone(), true))
             .transpose()

@@ -170,18 +170,7 @@ impl Table {
             return Ok(Vec::new());
         };
         let ice = |e: iceberg::Error| LakeError::iceberg(format!("listing files of {name}"), e);
-        let snap = self
-            .metadata()
-            .snapshot_by_id(id)
-            .ok_or_else(|| LakeError::NoSuchSnapshot {
-                table: name.clone(),
-                snapshot_id: id,
-            })?;
-        let list = self
-            .catalog()
-            .manifest_list(self, snap)
-            .await
-            .map_err(ice)?;
+        let list = self.manifest_list(id).await?;
         let mut out = Vec::new();
         for mf in list.entries() {
             if mf.content != ManifestContentType::Data {
@@ -304,17 +293,7 @@ impl Table {
         let ice = |e: iceberg::Error| {
             LakeError::iceberg(format!("reading snapshot {snapshot_id} of {name}"), e)
         };
-        let snap = self.metadata().snapshot_by_id(snapshot_id).ok_or_else(|| {
-            LakeError::NoSuchSnapshot {
-                table: name.clone(),
-                snapshot_id,
-            }
-        })?;
-        let list = self
-            .catalog()
-            .manifest_list(self, snap)
-            .await
-            .map_err(ice)?;
+        let list = self.manifest_list(snapshot_id).await?;
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         for mf in list.entries() {

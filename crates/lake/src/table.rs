@@ -240,14 +240,17 @@ impl Table {
 
     /// One snapshot.
     pub fn snapshot(&self, id: i64) -> Result<SnapshotInfo> {
-        let s = self
-            .metadata()
+        Ok(info(self.snapshot_ref(id)?))
+    }
+
+    /// One snapshot, as iceberg holds it.
+    pub(crate) fn snapshot_ref(&self, id: i64) -> Result<&iceberg::spec::SnapshotRef> {
+        self.metadata()
             .snapshot_by_id(id)
             .ok_or_else(|| LakeError::NoSuchSnapshot {
                 table: self.name.to_string(),
                 snapshot_id: id,
-            })?;
-        Ok(info(s))
+            })
     }
 
     /// Every snapshot the metadata still holds, oldest first (by sequence number).

@@ -563,17 +563,7 @@ impl Table {
         // Removed files, with the partition spec of the manifest that listed them.
         let mut deleted: Vec<(DataFile, i32)> = Vec::new();
         if let Some(parent_id) = parent {
-            let parent_snap =
-                md.snapshot_by_id(parent_id)
-                    .ok_or_else(|| LakeError::NoSuchSnapshot {
-                        table: name.clone(),
-                        snapshot_id: parent_id,
-                    })?;
-            let list = self
-                .catalog()
-                .manifest_list(self, parent_snap)
-                .await
-                .map_err(ice)?;
+            let list = self.manifest_list(parent_id).await?;
             // Position or equality delete files on the branch: rows read back for a rewrite
             // would not have them applied, so a replace that reads rows is refused.
             let live_deletes = list.entries().iter().any(|mf| {
