@@ -10,6 +10,11 @@
 //! over, not with the table's history. Files written without a filter on the key (by another
 //! engine, or before the property was set) are read whole, as a scan would: the answer is the
 //! same, only its cost differs, and [`Lookup`] says how many files that was.
+//!
+//! What a lookup reads of a file's footer and filters is kept by the [`crate::Catalog`] handle
+//! (data files never change once written), so the next lookup of the same table, in this run
+//! or the next on the same handle, opens only the row groups it reads; each asked key is hashed
+//! once and checked against every row group's filter by its hash.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -22,7 +27,9 @@ use iceberg::io::FileMetadata;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{PrimitiveType, Type};
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use parquet::bloom_filter::Sbbf;
 
+use crate::catalog::Catalog;
 use crate::error::{LakeError, Result};
 use crate::read::read_parallelism;
 use crate::table::{At, Table};
@@ -104,14 +111,16 @@ impl Table {
         let tasks = self.plan_files_at(id, Some(names), filter).await?;
         out.files_planned = tasks.len();
 
-        let owned: Arc<Vec<String>> = Arc::new(keys.iter().map(|k| k.to_string()).collect());
+        let hashes: Arc<Vec<u64>> = Arc::new(keys.iter().map(|k| key_hash(k)).collect());
         let file_io = self.iceberg().file_io().clone();
         let field_id = field.id;
         let key_name = key.to_string();
         let pruned: Vec<Pruned> = futures::stream::iter(tasks)
             .map(|task| {
-                let (file_io, owned, key_name) = (file_io.clone(), owned.clone(), key_name.clone());
-                async move { prune(&file_io, task, field_id, &key_name, &owned).await }
+                let (file_io, hashes, key_name) =
+                    (file_io.clone(), hashes.clone(), key_name.clone());
+                let catalog = self.catalog().clone();
+                async move { prune(&catalog, &file_io, task, field_id, &key_name, &hashes).await }
             })
             .buffered(read_parallelism())
             .try_collect()
@@ -154,29 +163,170 @@ impl Table {
     }
 }
 
+/// What a lookup needs of one data file: each row group's compressed size and its bloom
+/// filter on the key column. Read from the footer and the filters once per catalog handle
+/// (a data file never changes once written): a run looks a table up several times, and a
+/// season runs many times on one handle.
+pub(crate) struct KeyIndex {
+    /// Compressed size of each row group, in file order.
+    sizes: Vec<u64>,
+    /// Each row group's bloom filter on the key (`None`: that row group has none); `None`
+    /// when the file has no such column.
+    blooms: Option<Vec<Option<KeyFilter>>>,
+}
+
+/// A Parquet split block bloom filter, checked by a key's hash: a lookup hashes each key once,
+/// not once per row group of every file (parquet's `Sbbf` takes only the value).
+struct KeyFilter {
+    blocks: Vec<[u32; 8]>,
+}
+
+/// The salt of the Parquet bloom filter spec's split block filter.
+const SALT: [u32; 8] = [
+    0x47b6_137b,
+    0x4497_4d91,
+    0x8824_ad5b,
+    0xa2b7_289d,
+    0x7054_95c7,
+    0x2df1_424b,
+    0x9efc_4947,
+    0x5c6b_fb31,
+];
+
+/// A key's hash as Parquet bloom filters hash a byte array: xxHash64, seed 0.
+fn key_hash(key: &str) -> u64 {
+    twox_hash::XxHash64::oneshot(0, key.as_bytes())
+}
+
+impl KeyFilter {
+    fn new(sbbf: &Sbbf) -> KeyFilter {
+        let mut bytes = Vec::with_capacity(sbbf.num_blocks() * 32);
+        // Writing to a Vec cannot fail.
+        let _ = sbbf.write_bitset(&mut bytes);
+        let blocks = bytes
+            .chunks_exact(32)
+            .map(|b| {
+                let mut block = [0u32; 8];
+                for (w, c) in block.iter_mut().zip(b.chunks_exact(4)) {
+                    *w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                }
+                block
+            })
+            .collect();
+        KeyFilter { blocks }
+    }
+
+    /// False only when no value with this hash was inserted (the spec's check).
+    fn may_hold(&self, hash: u64) -> bool {
+        let i = ((hash >> 32).saturating_mul(self.blocks.len() as u64) >> 32) as usize;
+        let Some(block) = self.blocks.get(i) else {
+            return true;
+        };
+        let x = hash as u32;
+        block
+            .iter()
+            .zip(SALT)
+            .all(|(word, salt)| word & (1u32 << (x.wrapping_mul(salt) >> 27)) != 0)
+    }
+}
+
+impl KeyIndex {
+    /// About what it takes in memory, for the catalog handle's budget.
+    pub(crate) fn bytes(&self) -> u64 {
+        let blooms: usize = self
+            .blooms
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|b| b.blocks.len() * 32)
+            .sum();
+        (64 + 8 * self.sizes.len() + blooms) as u64
+    }
+
+    /// Read the footer of `task`'s file and the bloom filter of every row group on the column
+    /// with field id `field_id` (by name `key` in a file written without field ids).
+    async fn read(
+        file_io: &iceberg::io::FileIO,
+        task: &FileScanTask,
+        field_id: i32,
+        key: &str,
+    ) -> iceberg::Result<KeyIndex> {
+        // The manifest gives the file's size: no stat (a HEAD on an object store) per file.
+        let input = file_io.new_input(&task.data_file_path)?;
+        let meta = FileMetadata {
+            size: task.file_size_in_bytes,
+        };
+        let reader = ArrowFileReader::new(meta, input.reader().await?);
+        let mut builder = ParquetRecordBatchStreamBuilder::new(reader)
+            .await
+            .map_err(parquet_error)?;
+        let md = builder.metadata().clone();
+        let sizes = md
+            .row_groups()
+            .iter()
+            .map(|rg| rg.compressed_size().max(0) as u64)
+            .collect();
+        let column = md
+            .file_metadata()
+            .schema_descr()
+            .columns()
+            .iter()
+            .position(|c| {
+                let info = c.self_type().get_basic_info();
+                c.path().parts().len() == 1
+                    && if info.has_id() {
+                        info.id() == field_id
+                    } else {
+                        c.path().parts()[0] == key
+                    }
+            });
+        let Some(column) = column else {
+            return Ok(KeyIndex {
+                sizes,
+                blooms: None,
+            });
+        };
+        let mut blooms = Vec::with_capacity(md.num_row_groups());
+        for rg in 0..md.num_row_groups() {
+            blooms.push(
+                builder
+                    .get_row_group_column_bloom_filter(rg, column)
+                    .await
+                    .map_err(parquet_error)?
+                    .as_ref()
+                    .map(KeyFilter::new),
+            );
+        }
+        Ok(KeyIndex {
+            sizes,
+            blooms: Some(blooms),
+        })
+    }
+}
+
 /// The parts of `task`'s file that may hold a key: one task per run of consecutive row groups
 /// whose bloom filter on the key answers "maybe". A row group is named by a byte range around
 /// its midpoint, counted the way iceberg's reader counts it (row groups in order from the
 /// 4-byte magic, each its compressed size), so the reader picks exactly that row group. A
 /// file with delete files, or a row group without a filter, is read as planned.
 async fn prune(
+    catalog: &Catalog,
     file_io: &iceberg::io::FileIO,
     task: FileScanTask,
     field_id: i32,
     key: &str,
-    keys: &[String],
+    hashes: &[u64],
 ) -> iceberg::Result<Pruned> {
-    // The manifest gives the file's size: no stat (a HEAD on an object store) per file.
-    let input = file_io.new_input(&task.data_file_path)?;
-    let meta = FileMetadata {
-        size: task.file_size_in_bytes,
-    };
-    let reader = ArrowFileReader::new(meta, input.reader().await?);
-    let mut builder = ParquetRecordBatchStreamBuilder::new(reader)
-        .await
-        .map_err(parquet_error)?;
-    let md = builder.metadata().clone();
-    let held = md.num_row_groups();
+    let slot = format!("{}\u{0}key index {field_id} {key}", task.data_file_path);
+    let ix = catalog
+        .key_index_cached(&slot, || KeyIndex::read(file_io, &task, field_id, key))
+        .await?;
+    Ok(cut(task, &ix, hashes))
+}
+
+/// [`prune`]'s decision, from the file's key index.
+fn cut(task: FileScanTask, ix: &KeyIndex, hashes: &[u64]) -> Pruned {
+    let held = ix.sizes.len();
     let whole = |task: FileScanTask, unfiltered: bool| Pruned {
         tasks: vec![task],
         held,
@@ -185,54 +335,34 @@ async fn prune(
     };
     let split = task.start != 0 || (task.length != 0 && task.length != task.file_size_in_bytes);
     if !task.deletes.is_empty() || split {
-        return Ok(whole(task, false));
+        return whole(task, false);
     }
-    let column = md
-        .file_metadata()
-        .schema_descr()
-        .columns()
-        .iter()
-        .position(|c| {
-            let info = c.self_type().get_basic_info();
-            c.path().parts().len() == 1
-                && if info.has_id() {
-                    info.id() == field_id
-                } else {
-                    c.path().parts()[0] == key
-                }
-        });
-    let Some(column) = column else {
-        return Ok(whole(task, true));
+    let Some(blooms) = &ix.blooms else {
+        return whole(task, true);
     };
-    let mut keep = Vec::with_capacity(held);
     let mut unfiltered = false;
-    for rg in 0..held {
-        let may_hold = match builder
-            .get_row_group_column_bloom_filter(rg, column)
-            .await
-            .map_err(parquet_error)?
-        {
-            Some(sbbf) => keys.iter().any(|k| sbbf.check(k.as_str())),
+    let keep: Vec<bool> = blooms
+        .iter()
+        .map(|b| match b {
+            Some(filter) => hashes.iter().any(|h| filter.may_hold(*h)),
             None => {
                 unfiltered = true;
                 true
             }
-        };
-        keep.push(may_hold);
-    }
+        })
+        .collect();
     let read = keep.iter().filter(|k| **k).count();
     if read == held {
-        return Ok(whole(task, unfiltered));
+        return whole(task, unfiltered);
     }
     let mut tasks = Vec::new();
     let mut offset = 4u64;
     let mut run: Option<(u64, u64)> = None;
-    for (rg, may_hold) in keep.iter().enumerate() {
-        let size = md.row_group(rg).compressed_size().max(0) as u64;
+    for (may_hold, size) in keep.iter().zip(&ix.sizes) {
         if *may_hold {
             run = Some(match run {
                 Some((start, len)) => (start, len + size),
-                None => (offset, size),
+                None => (offset, *size),
             });
         } else if let Some((start, length)) = run.take() {
             tasks.push(part(&task, start, length));
@@ -242,12 +372,12 @@ async fn prune(
     if let Some((start, length)) = run {
         tasks.push(part(&task, start, length));
     }
-    Ok(Pruned {
+    Pruned {
         tasks,
         held,
         read,
         unfiltered,
-    })
+    }
 }
 
 fn part(task: &FileScanTask, start: u64, length: u64) -> FileScanTask {
@@ -264,4 +394,35 @@ fn parquet_error(e: parquet::errors::ParquetError) -> iceberg::Error {
         "reading a Parquet footer or bloom filter",
     )
     .with_source(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hashed_check_answers_as_parquets_bloom_filter_does() {
+        let mut sbbf = Sbbf::new_with_ndv_fpp(500, 0.05).expect("a filter");
+        let inserted: Vec<String> = (0..500).map(|i| format!("order-{i:06}")).collect();
+        for k in &inserted {
+            sbbf.insert(k.as_str());
+        }
+        let ours = KeyFilter::new(&sbbf);
+        for k in &inserted {
+            assert!(ours.may_hold(key_hash(k)), "{k} was inserted");
+        }
+        let (mut agree, mut maybe) = (0, 0);
+        for i in 0..20_000 {
+            let k = format!("other-{i}");
+            let theirs = sbbf.check(k.as_str());
+            assert_eq!(ours.may_hold(key_hash(&k)), theirs, "{k}");
+            agree += 1;
+            maybe += usize::from(theirs);
+        }
+        // Most absent keys are ruled out (false positives near the filter's rate, not all).
+        assert!(
+            maybe < agree / 5,
+            "{maybe} of {agree} absent keys said maybe"
+        );
+    }
 }

@@ -45,6 +45,7 @@ enum Parsed {
     List(Arc<ManifestList>),
     Manifest(Arc<Manifest>),
     Metadata(Arc<TableMetadata>, Arc<RefMap>),
+    KeyIndex(Arc<crate::lookup::KeyIndex>),
 }
 
 struct Slot {
@@ -174,9 +175,29 @@ impl Catalog {
         Ok((md, refs))
     }
 
-    /// How many manifest lists, manifests and metadata files this handle parsed, and how many
-    /// times it found one already parsed.
-    pub fn manifest_cache_counts(&self) -> (u64, u64) {
+    /// A data file's key index (see [`crate::lookup`]) under `slot`, read once per catalog
+    /// handle by `read` (a data file is never rewritten either).
+    pub(crate) async fn key_index_cached<F, Fut>(
+        &self,
+        slot: &str,
+        read: F,
+    ) -> iceberg::Result<Arc<crate::lookup::KeyIndex>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = iceberg::Result<crate::lookup::KeyIndex>>,
+    {
+        let cache = &self.inner.parsed;
+        if let Some(Parsed::KeyIndex(ix)) = cache.get(slot) {
+            return Ok(ix);
+        }
+        let ix = Arc::new(read().await?);
+        cache.put(slot, Parsed::KeyIndex(ix.clone()), ix.bytes());
+        Ok(ix)
+    }
+
+    /// How many manifest lists, manifests, metadata files and key indexes this handle parsed,
+    /// and how many times it found one already parsed.
+    pub fn parsed_file_counts(&self) -> (u64, u64) {
         self.inner.parsed.counts()
     }
 }
@@ -588,11 +609,11 @@ mod tests {
         let (all, files) = ids(&t, None).await;
         assert_eq!(all, (0..1000).collect::<Vec<_>>());
         assert_eq!(files, 10);
-        let (parsed, _) = c.manifest_cache_counts();
+        let (parsed, _) = c.parsed_file_counts();
         // The same plan again, and on a fresh load of the same table: nothing parsed again.
         let t = c.table("t.ten").await.expect("load again");
         assert_eq!(ids(&t, None).await.0.len(), 1000);
-        let (parsed_again, hits) = c.manifest_cache_counts();
+        let (parsed_again, hits) = c.parsed_file_counts();
         assert_eq!(parsed_again, parsed);
         assert!(hits > 0);
         // A filter: only the files whose bounds may hold a match are planned, and only the

@@ -128,6 +128,21 @@ async fn a_lookup_reads_only_the_row_groups_that_may_hold_a_key() {
     );
     assert!(l.rows_read <= 600, "decoded {} rows", l.rows_read);
 
+    // The handle keeps what it read of each file's footer and filters: looking up other keys
+    // reads no footer or filter again, and finds exactly those keys.
+    let (parsed, hits) = c.parsed_file_counts();
+    let again = look_up(&c, &[id(12), id(3_999)], None).await;
+    assert_eq!(
+        found(&again.batches),
+        vec![(id(12), 120), (id(3_999), 39_990)]
+    );
+    let (parsed_again, hits_again) = c.parsed_file_counts();
+    assert_eq!(parsed_again, parsed, "nothing parsed a second time");
+    assert!(
+        hits_again >= hits + 5,
+        "the five files' key indexes came from memory"
+    );
+
     // Nothing asked: nothing read.
     let none = t
         .lookup(
