@@ -231,6 +231,15 @@ impl KeyFilter {
 }
 
 impl KeyIndex {
+    /// A file with no row groups (for tests of the cache that keeps these).
+    #[cfg(test)]
+    pub(crate) fn empty() -> KeyIndex {
+        KeyIndex {
+            sizes: Vec::new(),
+            blooms: None,
+        }
+    }
+
     /// About what it takes in memory, for the catalog handle's budget.
     pub(crate) fn bytes(&self) -> u64 {
         let blooms: usize = self

@@ -14,7 +14,7 @@
 //! file, which drops the rows that fail it. A snapshot with delete files is planned by
 //! iceberg-rust's own scan, which applies them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use futures::TryStreamExt;
@@ -57,6 +57,8 @@ struct Slot {
 #[derive(Default)]
 struct State {
     slots: HashMap<String, Slot>,
+    /// Each slot's location by when it was last used: the least recently used is the first.
+    by_use: BTreeMap<u64, String>,
     bytes: u64,
     tick: u64,
     /// Files parsed (misses) and served from memory (hits), for tests and measurements.
@@ -85,14 +87,15 @@ impl ParsedFiles {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.tick += 1;
         let tick = s.tick;
-        let hit = s.slots.get_mut(location).map(|slot| {
-            slot.used = tick;
-            slot.parsed.clone()
-        });
-        if hit.is_some() {
-            s.hits += 1;
-        }
-        hit
+        let (parsed, was) = {
+            let slot = s.slots.get_mut(location)?;
+            let was = std::mem::replace(&mut slot.used, tick);
+            (slot.parsed.clone(), was)
+        };
+        s.by_use.remove(&was);
+        s.by_use.insert(tick, location.to_string());
+        s.hits += 1;
+        Some(parsed)
     }
 
     fn put(&self, location: &str, parsed: Parsed, bytes: u64) {
@@ -112,15 +115,12 @@ impl ParsedFiles {
             },
         ) {
             s.bytes -= old.bytes;
+            s.by_use.remove(&old.used);
         }
+        s.by_use.insert(used, location.to_string());
         s.bytes += bytes;
         while s.bytes > self.budget {
-            let Some(oldest) = s
-                .slots
-                .iter()
-                .min_by_key(|(_, slot)| slot.used)
-                .map(|(k, _)| k.clone())
-            else {
+            let Some((_, oldest)) = s.by_use.pop_first() else {
                 break;
             };
             if let Some(slot) = s.slots.remove(&oldest) {
@@ -437,6 +437,38 @@ fn comparable(v: &Datum) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn the_least_recently_used_file_goes_first_when_over_budget() {
+        let cache = ParsedFiles {
+            state: Mutex::new(State::default()),
+            budget: 300,
+        };
+        let ix = || Parsed::KeyIndex(Arc::new(crate::lookup::KeyIndex::empty()));
+        let held = |c: &ParsedFiles, l: &str| {
+            let s = c.state.lock().unwrap();
+            s.slots.contains_key(l)
+        };
+        cache.put("a", ix(), 100);
+        cache.put("b", ix(), 100);
+        cache.put("c", ix(), 100);
+        assert!(cache.get("a").is_some(), "a is now the most recently used");
+        cache.put("d", ix(), 100);
+        assert!(!held(&cache, "b"), "b was the least recently used");
+        assert!(held(&cache, "a") && held(&cache, "c") && held(&cache, "d"));
+        // Putting a file again replaces it without counting it twice.
+        cache.put("d", ix(), 100);
+        cache.put("e", ix(), 100);
+        assert!(!held(&cache, "c") && held(&cache, "a") && held(&cache, "d"));
+        // A file larger than the whole budget is never kept.
+        cache.put("huge", ix(), 301);
+        assert!(!held(&cache, "huge") && held(&cache, "e"));
+        let s = cache.state.lock().unwrap();
+        assert_eq!(s.bytes, 300);
+        assert_eq!(s.by_use.len(), s.slots.len());
+    }
+
     use std::collections::HashMap;
 
     use arrow_array::{Int64Array, RecordBatch, StringArray};
@@ -446,8 +478,6 @@ mod tests {
     use iceberg::spec::{
         DataFileBuilder, DataFileFormat, NestedField, Schema, Type as IcebergType,
     };
-
-    use super::*;
 
     fn schema() -> Arc<Schema> {
         Arc::new(
