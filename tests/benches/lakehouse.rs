@@ -1212,6 +1212,8 @@ async fn child(spec: &Value) -> Result<Value> {
             };
             let now_ms = chrono::Utc::now().timestamp_millis();
             let r = shack::run(&lake, &path("root")?, &options, now_ms, &shack::NoProgress).await?;
+            // As the `sugarshack` program does: the handle is freed by the process's exit.
+            std::mem::forget(lake);
             let step = |name: &str| {
                 r.timings
                     .iter()
@@ -1258,6 +1260,7 @@ async fn child(spec: &Value) -> Result<Value> {
                 },
             )
             .await?;
+            std::mem::forget(lake);
             json!({"runs": runs, "rows": report.rows, "publishes": report.publishes(), "blocks": report.blocks()})
         }
         other => bail!("unknown child task {other:?}"),
