@@ -312,18 +312,23 @@ pub async fn grade(
     audits: &[Box<dyn Audit>],
 ) -> Result<Grade> {
     let context = begin(catalog, namespaces, as_of, settings).await?;
-    let mut results = Vec::with_capacity(audits.len());
-    for audit in audits {
-        results.push(match audit.run(catalog, &context).await {
-            Ok(r) => r,
-            Err(e) => AuditResult::new(
-                audit.name(),
-                Verdict::Block,
-                format!("could not run: {e}"),
-                json!({ "error": e.to_string() }),
-            ),
-        });
-    }
+    // The audits only read, and each reads the same snapshots: they run at once (one waits on
+    // its files while another plans), and their results keep the order they were given in.
+    let results = futures::future::join_all(audits.iter().map(|audit| {
+        let context = &context;
+        async move {
+            match audit.run(catalog, context).await {
+                Ok(r) => r,
+                Err(e) => AuditResult::new(
+                    audit.name(),
+                    Verdict::Block,
+                    format!("could not run: {e}"),
+                    json!({ "error": e.to_string() }),
+                ),
+            }
+        }
+    }))
+    .await;
     Ok(Grade { context, results })
 }
 
