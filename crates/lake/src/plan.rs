@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use iceberg::expr::{Bind, BoundPredicate, PredicateOperator};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{
@@ -150,6 +150,29 @@ impl Catalog {
         Ok(m)
     }
 
+    /// The manifests `mfs` name, in their order, each parsed once per catalog handle as
+    /// [`Catalog::manifest`] does; those not parsed yet are read and parsed at once, each on a
+    /// task of its own (a manifest takes about a millisecond to parse, mostly its Avro header,
+    /// and a table's plan may need several).
+    pub(crate) async fn manifests(
+        &self,
+        mfs: &[&ManifestFile],
+    ) -> iceberg::Result<Vec<Arc<Manifest>>> {
+        let cache = &self.inner.parsed;
+        let loads: Vec<(Option<Arc<Manifest>>, ManifestFile)> = mfs
+            .iter()
+            .map(|mf| match cache.get(&mf.manifest_path) {
+                Some(Parsed::Manifest(m)) => (Some(m), ManifestFile::clone(mf)),
+                _ => (None, ManifestFile::clone(mf)),
+            })
+            .collect();
+        futures::stream::iter(loads)
+            .map(|(hit, mf)| load(self.clone(), hit, mf))
+            .buffered(crate::read::read_parallelism())
+            .try_collect()
+            .await
+    }
+
     /// Table metadata at `location` (a metadata file is never rewritten), parsed once per
     /// catalog handle by `parse`.
     pub(crate) async fn metadata_cached<F, Fut>(
@@ -200,6 +223,26 @@ impl Catalog {
     pub fn parsed_file_counts(&self) -> (u64, u64) {
         self.inner.parsed.counts()
     }
+}
+
+/// A manifest from memory, or read and parsed on a task of its own.
+async fn load(
+    catalog: Catalog,
+    hit: Option<Arc<Manifest>>,
+    mf: ManifestFile,
+) -> iceberg::Result<Arc<Manifest>> {
+    if let Some(m) = hit {
+        return Ok(m);
+    }
+    tokio::spawn(async move { catalog.manifest(&mf).await })
+        .await
+        .map_err(|e| {
+            iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                "a task parsing a manifest stopped",
+            )
+            .with_source(e)
+        })?
 }
 
 impl Table {
@@ -285,14 +328,17 @@ impl Table {
             })?
             .map(Arc::new);
         let mut tasks = Vec::new();
-        for mf in list.entries() {
-            if matches!(
-                (mf.added_files_count, mf.existing_files_count),
-                (Some(0), Some(0))
-            ) {
-                continue;
-            }
-            let manifest = self.catalog().manifest(mf).await.map_err(ice)?;
+        let wanted: Vec<&ManifestFile> = list
+            .entries()
+            .iter()
+            .filter(|mf| {
+                !matches!(
+                    (mf.added_files_count, mf.existing_files_count),
+                    (Some(0), Some(0))
+                )
+            })
+            .collect();
+        for manifest in self.catalog().manifests(&wanted).await.map_err(ice)? {
             for e in manifest.entries() {
                 if !e.is_alive() || e.content_type() != DataContentType::Data {
                     continue;

@@ -9,7 +9,7 @@ use arrow_schema::SchemaRef;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::scan::FileScanTask;
-use iceberg::spec::{DataFile, ManifestContentType, ManifestStatus, Operation};
+use iceberg::spec::{DataFile, ManifestContentType, ManifestFile, ManifestStatus, Operation};
 
 use crate::error::{LakeError, Result};
 use crate::table::{At, SnapshotInfo, Table};
@@ -172,11 +172,12 @@ impl Table {
         let ice = |e: iceberg::Error| LakeError::iceberg(format!("listing files of {name}"), e);
         let list = self.manifest_list(id).await?;
         let mut out = Vec::new();
-        for mf in list.entries() {
-            if mf.content != ManifestContentType::Data {
-                continue;
-            }
-            let m = self.catalog().manifest(mf).await.map_err(ice)?;
+        let wanted: Vec<&ManifestFile> = list
+            .entries()
+            .iter()
+            .filter(|mf| mf.content == ManifestContentType::Data)
+            .collect();
+        for m in self.catalog().manifests(&wanted).await.map_err(ice)? {
             out.extend(
                 m.entries()
                     .iter()
@@ -296,14 +297,17 @@ impl Table {
         let list = self.manifest_list(snapshot_id).await?;
         let mut out = Vec::new();
         let mut seen = HashSet::new();
-        for mf in list.entries() {
-            if mf.content != ManifestContentType::Data
-                || mf.added_snapshot_id != snapshot_id
-                || mf.added_files_count == Some(0)
-            {
-                continue;
-            }
-            let m = self.catalog().manifest(mf).await.map_err(ice)?;
+        let wanted: Vec<&ManifestFile> = list
+            .entries()
+            .iter()
+            .filter(|mf| {
+                mf.content == ManifestContentType::Data
+                    && mf.added_snapshot_id == snapshot_id
+                    && mf.added_files_count != Some(0)
+            })
+            .collect();
+        let parsed = self.catalog().manifests(&wanted).await.map_err(ice)?;
+        for (mf, m) in wanted.iter().zip(parsed) {
             for e in m.entries() {
                 if e.status() == ManifestStatus::Added
                     && e.snapshot_id() == Some(snapshot_id)
