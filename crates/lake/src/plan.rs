@@ -6,8 +6,9 @@
 //! every scan plan parsed every manifest again (about a millisecond each, mostly the Avro schema
 //! in its header, however few entries it holds). Here a [`Catalog`] handle keeps the parsed
 //! files, shared by every table and version it loads, within a byte budget (table metadata
-//! files too, never rewritten either); and [`Table::plan_files_at`] plans a scan from them
-//! itself.
+//! files too, never rewritten either, and what lookups read of each data file's footer and bloom
+//! filters: see [`crate::lookup`]); and [`Table::plan_files_at`] plans a scan from them itself,
+//! parsing the manifests it has not seen yet at once, each on a task of its own.
 //!
 //! The planner keeps a data file unless its column bounds prove that the filter holds no row of
 //! it (a filter it cannot judge keeps the file); the filter still goes to the reader with each
@@ -31,7 +32,8 @@ use crate::table::Table;
 use crate::types::RefMap;
 
 /// How many bytes of manifest lists, manifests and table metadata files (their size on
-/// storage) a catalog handle keeps parsed. Parsed, they take a few times that in memory.
+/// storage) a catalog handle keeps parsed, key indexes counted by their size in memory. Parsed,
+/// files take a few times their size in memory.
 const CACHE_BUDGET_BYTES: u64 = 32 << 20;
 
 /// A manifest list's weight when its size is not at hand: about what one entry takes.
@@ -66,8 +68,9 @@ struct State {
     hits: u64,
 }
 
-/// Parsed manifest lists, manifests and table metadata files by location, least recently used
-/// evicted first. Only files that never change once written go here.
+/// Parsed manifest lists, manifests and table metadata files by location, and data files' key
+/// indexes, least recently used evicted first. Only files that never change once written go
+/// here.
 pub(crate) struct ParsedFiles {
     state: Mutex<State>,
     budget: u64,
