@@ -442,16 +442,16 @@ fn record_batch(r: &PublishRecord) -> Result<RecordBatch> {
 
 /// Every record of the log in `table` (at `main`), by `seq`.
 async fn read_log(table: &Table) -> Result<Vec<PublishRecord>> {
-    // The log as last read, by the table's metadata file (which fixes its `main` snapshot, whose
-    // rows never change): a run reads the log three times (the as-of check, the grade's previous
+    // The log as last read, by the table's uuid and its `main` snapshot id (a snapshot's rows
+    // never change): a run reads the log three times (the as-of check, the grade's previous
     // publish, the publish itself), one data file per publish each time.
-    type LastRead = Option<(uuid::Uuid, Option<i64>, Arc<Vec<PublishRecord>>)>;
+    type LastRead = Option<(uuid::Uuid, Option<i64>, Vec<PublishRecord>)>;
     static LAST_READ: std::sync::Mutex<LastRead> = std::sync::Mutex::new(None);
     let key = (table.metadata().uuid(), table.head("main"));
     if let Some((uuid, head, log)) = &*LAST_READ.lock().unwrap_or_else(|p| p.into_inner())
         && (*uuid, *head) == key
     {
-        return Ok(log.as_ref().clone());
+        return Ok(log.clone());
     }
     let batches = table
         .scan(&At::Main)
@@ -462,8 +462,7 @@ async fn read_log(table: &Table) -> Result<Vec<PublishRecord>> {
         parse_batch(b, &mut out)?;
     }
     out.sort_by_key(|r| r.seq);
-    *LAST_READ.lock().unwrap_or_else(|p| p.into_inner()) =
-        Some((key.0, key.1, Arc::new(out.clone())));
+    *LAST_READ.lock().unwrap_or_else(|p| p.into_inner()) = Some((key.0, key.1, out.clone()));
     Ok(out)
 }
 
