@@ -51,6 +51,8 @@ enum Parsed {
 }
 
 struct Slot {
+    /// The slot's own key, shared with [`State::by_use`]: a hit moves it without allocating.
+    location: Arc<str>,
     parsed: Parsed,
     bytes: u64,
     used: u64,
@@ -58,9 +60,9 @@ struct Slot {
 
 #[derive(Default)]
 struct State {
-    slots: HashMap<String, Slot>,
+    slots: HashMap<Arc<str>, Slot>,
     /// Each slot's location by when it was last used: the least recently used is the first.
-    by_use: BTreeMap<u64, String>,
+    by_use: BTreeMap<u64, Arc<str>>,
     bytes: u64,
     tick: u64,
     /// Files parsed (misses) and served from memory (hits), for tests and measurements.
@@ -90,13 +92,13 @@ impl ParsedFiles {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.tick += 1;
         let tick = s.tick;
-        let (parsed, was) = {
+        let (parsed, was, key) = {
             let slot = s.slots.get_mut(location)?;
             let was = std::mem::replace(&mut slot.used, tick);
-            (slot.parsed.clone(), was)
+            (slot.parsed.clone(), was, slot.location.clone())
         };
         s.by_use.remove(&was);
-        s.by_use.insert(tick, location.to_string());
+        s.by_use.insert(tick, key);
         s.hits += 1;
         Some(parsed)
     }
@@ -109,9 +111,11 @@ impl ParsedFiles {
         }
         s.tick += 1;
         let used = s.tick;
+        let key: Arc<str> = Arc::from(location);
         if let Some(old) = s.slots.insert(
-            location.to_string(),
+            key.clone(),
             Slot {
+                location: key.clone(),
                 parsed,
                 bytes,
                 used,
@@ -120,7 +124,7 @@ impl ParsedFiles {
             s.bytes -= old.bytes;
             s.by_use.remove(&old.used);
         }
-        s.by_use.insert(used, location.to_string());
+        s.by_use.insert(used, key);
         s.bytes += bytes;
         while s.bytes > self.budget {
             let Some((_, oldest)) = s.by_use.pop_first() else {
@@ -143,13 +147,19 @@ impl Catalog {
     /// The manifest `mf` names, its entries' snapshot ids and sequence numbers inherited from
     /// `mf` as iceberg-rust does, parsed once per catalog handle.
     pub(crate) async fn manifest(&self, mf: &ManifestFile) -> iceberg::Result<Arc<Manifest>> {
-        let cache = &self.inner.parsed;
-        if let Some(Parsed::Manifest(m)) = cache.get(&mf.manifest_path) {
+        if let Some(Parsed::Manifest(m)) = self.inner.parsed.get(&mf.manifest_path) {
             return Ok(m);
         }
+        self.parse_manifest(mf).await
+    }
+
+    /// Read and parse the manifest `mf` names (the cache missed it), and keep it.
+    async fn parse_manifest(&self, mf: &ManifestFile) -> iceberg::Result<Arc<Manifest>> {
         let m = Arc::new(mf.load_manifest(&self.inner.file_io).await?);
         let bytes = u64::try_from(mf.manifest_length).unwrap_or(0).max(1);
-        cache.put(&mf.manifest_path, Parsed::Manifest(m.clone()), bytes);
+        self.inner
+            .parsed
+            .put(&mf.manifest_path, Parsed::Manifest(m.clone()), bytes);
         Ok(m)
     }
 
@@ -237,7 +247,7 @@ async fn load(
     if let Some(m) = hit {
         return Ok(m);
     }
-    tokio::spawn(async move { catalog.manifest(&mf).await })
+    tokio::spawn(async move { catalog.parse_manifest(&mf).await })
         .await
         .map_err(|e| {
             iceberg::Error::new(
