@@ -332,11 +332,14 @@ pub(crate) fn writer_properties(
         detail: format!("table property {key}={value:?} is not {want}"),
     };
     // Statistics per column chunk (what Iceberg's bounds and row-group pruning use), not per
-    // page: no reader of the lake uses page statistics, and iceberg-rust's reader parses a
-    // file's page-statistics index with its footer on every open.
+    // page, and no page offset index: no reader of the lake uses page statistics, a page
+    // offset index only serves them (it locates the pages a page-statistics filter selects),
+    // and iceberg-rust's reader reads and parses whichever of the two a file has, with its
+    // footer, on every open.
     let mut b = WriterProperties::builder()
         .set_compression(compression(properties, &bad)?)
         .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_offset_index_disabled(true)
         .set_bloom_filter_position(BloomFilterPosition::End);
     let limit = match properties.get(PROP_ROW_GROUP_LIMIT) {
         Some(v) => match v.trim().parse::<usize>() {

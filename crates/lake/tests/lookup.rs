@@ -323,13 +323,18 @@ async fn the_codec_property_chooses_the_codec_of_new_files() {
             };
             assert_eq!(name, want, "{props:?}: {codec:?}");
             // Statistics per column chunk (the data file's bounds come from them), no
-            // per-page statistics index for every reader to parse with the footer.
+            // per-page statistics index nor page offset index for every reader to read and
+            // parse with the footer.
             for rg in meta.row_groups() {
                 for col in rg.columns() {
                     assert!(col.statistics().is_some(), "{props:?}: chunk statistics");
                     assert!(
                         col.column_index_offset().is_none(),
                         "{props:?}: a page statistics index"
+                    );
+                    assert!(
+                        col.offset_index_offset().is_none(),
+                        "{props:?}: a page offset index"
                     );
                 }
             }
