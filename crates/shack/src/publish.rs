@@ -444,22 +444,42 @@ fn record_batch(r: &PublishRecord) -> Result<RecordBatch> {
 async fn read_log(table: &Table) -> Result<Vec<PublishRecord>> {
     // The log as last read, by the table's uuid and its `main` snapshot id (a snapshot's rows
     // never change): a run reads the log three times (the as-of check, the grade's previous
-    // publish, the publish itself), one data file per publish each time.
+    // publish, the publish itself), one data file per publish each time. When `main` has moved
+    // on from the snapshot last read by appends only (a publish, a blocked run, a rollback
+    // each append one row), only what those appends added is read; anything else (another
+    // table, a `main` moved back, a rewrite) reads the log whole.
     type LastRead = Option<(uuid::Uuid, Option<i64>, Vec<PublishRecord>)>;
     static LAST_READ: std::sync::Mutex<LastRead> = std::sync::Mutex::new(None);
     let key = (table.metadata().uuid(), table.head("main"));
-    if let Some((uuid, head, log)) = &*LAST_READ.lock().unwrap_or_else(|p| p.into_inner())
-        && (*uuid, *head) == key
-    {
-        return Ok(log.clone());
-    }
-    let batches = table
-        .scan(&At::Main)
-        .await
-        .map_err(|e| ShackError::lake(LOG_TABLE, e))?;
+    let last = LAST_READ.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let added = match last {
+        Some((uuid, head, log)) if (uuid, head) == key => return Ok(log),
+        Some((uuid, Some(head), log)) if uuid == key.0 && key.1.is_some() => {
+            match table.read_incremental("main", Some(head), key.1).await {
+                Ok(added) => Some((log, added)),
+                Err(LakeError::NotAppendOnly { .. } | LakeError::NotAncestor { .. }) => None,
+                Err(e) => return Err(ShackError::lake(LOG_TABLE, e)),
+            }
+        }
+        _ => None,
+    };
     let mut out = Vec::new();
-    for b in &batches {
-        parse_batch(b, &mut out)?;
+    match added {
+        Some((log, added)) => {
+            out = log;
+            for b in added.batches() {
+                parse_batch(b, &mut out)?;
+            }
+        }
+        None => {
+            let batches = table
+                .scan(&At::Main)
+                .await
+                .map_err(|e| ShackError::lake(LOG_TABLE, e))?;
+            for b in &batches {
+                parse_batch(b, &mut out)?;
+            }
+        }
     }
     out.sort_by_key(|r| r.seq);
     *LAST_READ.lock().unwrap_or_else(|p| p.into_inner()) = Some((key.0, key.1, out.clone()));

@@ -802,3 +802,92 @@ mod held_commit {
         assert_eq!(log[1], won.record);
     }
 }
+
+/// The seqs of the log as one whole read of `ops.publish_log` at `main` finds them.
+async fn log_read_whole(catalog: &Catalog) -> Vec<u64> {
+    let t = catalog.table(LOG_TABLE).await.expect("log table");
+    let mut seqs: Vec<u64> = Vec::new();
+    for b in t.scan(&At::Main).await.expect("scan log") {
+        let c = b
+            .column_by_name("seq")
+            .expect("seq column")
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("seq is a long")
+            .clone();
+        seqs.extend(c.values().iter().map(|&v| v as u64));
+    }
+    seqs.sort();
+    seqs
+}
+
+#[tokio::test]
+async fn the_log_read_after_each_run_is_the_log_read_whole_even_after_main_moved_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let catalog = open(dir.path());
+    setup(&catalog).await;
+    let seqs =
+        |log: &[shack::publish::PublishRecord]| log.iter().map(|r| r.seq).collect::<Vec<_>>();
+
+    // Publishes and blocks, the log read after each (a process reads only what was appended
+    // since its last read): always what a whole read finds.
+    for day in 16..20 {
+        let grade = if day == 18 {
+            grade_with(
+                &catalog,
+                utc(day, 12, 0),
+                &[("quarantine rate", block_audit)],
+            )
+            .await
+        } else {
+            passing(&catalog, utc(day, 12, 0)).await
+        };
+        shack::publish(&catalog, &grade, 100)
+            .await
+            .expect("publish");
+        let log = publish::publishes(&catalog).await.expect("read log");
+        assert_eq!(
+            seqs(&log),
+            log_read_whole(&catalog).await,
+            "after day {day}"
+        );
+        write_run(&catalog, &[day as i64]).await;
+    }
+    let before = publish::publishes(&catalog).await.expect("read log");
+    assert_eq!(before.len(), 4);
+
+    // `main` of the log moved back by hand two records: the next read is the shorter log,
+    // never the records it held before plus nothing.
+    let t = catalog.table(LOG_TABLE).await.expect("log table");
+    let snaps = t.snapshots_between("main", None, None).expect("snapshots");
+    let back = snaps[snaps.len() - 3].snapshot_id;
+    catalog
+        .update_refs(
+            LOG_TABLE,
+            &[lake::RefOp::Reset {
+                branch: "main".into(),
+                to: back,
+            }],
+            "test: move the log back",
+        )
+        .await
+        .expect("reset");
+    let after = publish::publishes(&catalog).await.expect("read log");
+    assert_eq!(seqs(&after), seqs(&before[..2]));
+    assert_eq!(seqs(&after), log_read_whole(&catalog).await);
+
+    // And appends after that (here a blocked run: a publish would find its tag taken) are
+    // read on top of the shorter log.
+    let blocked = grade_with(
+        &catalog,
+        utc(21, 12, 0),
+        &[("quarantine rate", block_audit)],
+    )
+    .await;
+    shack::publish(&catalog, &blocked, 100)
+        .await
+        .expect("record the block");
+    let log = publish::publishes(&catalog).await.expect("read log");
+    assert_eq!(log.len(), 3);
+    assert_eq!(seqs(&log), log_read_whole(&catalog).await);
+}
