@@ -37,7 +37,7 @@ pub async fn layer_tables(catalog: &Catalog) -> Result<Vec<(String, &'static str
         .head()
         .await
         .map_err(|e| ShackError::lake("the catalog", e))?;
-    let mut out = Vec::new();
+    let mut graded = Vec::new();
     for name in head.tables.keys() {
         let Some(ns) = name
             .split_once('.')
@@ -45,13 +45,15 @@ pub async fn layer_tables(catalog: &Catalog) -> Result<Vec<(String, &'static str
         else {
             continue;
         };
-        let table = catalog
-            .table_in(&head, name)
-            .await
-            .map_err(|e| ShackError::lake(name, e))?;
-        out.push((name.clone(), *ns, table));
+        graded.push((name.as_str(), *ns));
     }
-    Ok(out)
+    let names: Vec<&str> = graded.iter().map(|(name, _)| *name).collect();
+    let tables = crate::layer::open_all(catalog, &head, &names).await?;
+    Ok(graded
+        .into_iter()
+        .zip(tables)
+        .map(|((name, ns), table)| (name.to_string(), ns, table))
+        .collect())
 }
 
 /// What an audit says about the run.

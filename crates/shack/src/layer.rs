@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use arrow_schema::SchemaRef;
-use lake::{Catalog, CatalogVersion, Committed, LakeError, PartitionField, TableChange};
+use lake::{Catalog, CatalogVersion, Committed, LakeError, PartitionField, Table, TableChange};
 
 use crate::error::{Result, ShackError};
 
@@ -21,6 +21,16 @@ pub(crate) async fn open_tables(
 ) -> Result<(CatalogVersion, Vec<String>)> {
     let cat = |e| ShackError::lake("the catalog", e);
     let head = catalog.head().await.map_err(cat)?;
+    let existing: Vec<&str> = tables
+        .iter()
+        .copied()
+        .filter(|name| head.tables.contains_key(*name) && !properties(name).is_empty())
+        .collect();
+    let mut opened: BTreeMap<&str, Table> = existing
+        .iter()
+        .copied()
+        .zip(open_all(catalog, &head, &existing).await?)
+        .collect();
     let mut changes = Vec::new();
     let mut missing = Vec::new();
     let mut updated = Vec::new();
@@ -35,11 +45,7 @@ pub(crate) async fn open_tables(
                     .map_err(|e| ShackError::lake(*name, e))?,
             );
             missing.push(*name);
-        } else if !wanted.is_empty() {
-            let table = catalog
-                .table_in(&head, name)
-                .await
-                .map_err(|e| ShackError::lake(*name, e))?;
+        } else if let Some(table) = opened.remove(name) {
             if let Some(change) = table
                 .stage_set_properties(&wanted)
                 .map_err(|e| ShackError::lake(*name, e))?
@@ -70,6 +76,22 @@ pub(crate) async fn open_tables(
         Err(e) => return Err(cat(e)),
     };
     Ok((catalog.head().await.map_err(cat)?, created))
+}
+
+/// `names` in catalog version `head`, in that order, their metadata read at once (a new
+/// process parses each table's metadata file on first open).
+pub(crate) async fn open_all(
+    catalog: &Catalog,
+    head: &CatalogVersion,
+    names: &[&str],
+) -> Result<Vec<Table>> {
+    futures::future::try_join_all(names.iter().map(|name| async move {
+        catalog
+            .table_in(head, name)
+            .await
+            .map_err(|e| ShackError::lake(*name, e))
+    }))
+    .await
 }
 
 /// A layer's run staged and not committed: its report (no catalog version yet), its table

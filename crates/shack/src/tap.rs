@@ -822,9 +822,9 @@ async fn stage_all(
             )
         })
     };
-    let mut changes = Vec::new();
-    let mut batches = Vec::new();
-    let mut records: Vec<(&FileRecord, Option<(i64, i64)>)> = Vec::new();
+    // The bronze tables are staged at once (each writes its own manifests), in the order of
+    // `pending`; `bronze.landing_files` after them, since its rows name their snapshots.
+    let mut jobs = Vec::new();
     for p in pending {
         let name = bronze::table_name(p.source);
         let properties = BTreeMap::from([
@@ -833,10 +833,19 @@ async fn stage_all(
             (props::FILES.to_string(), p.files.len().to_string()),
             (props::ROWS.to_string(), p.rows.to_string()),
         ]);
-        let change = table(&name)?
-            .stage_files(run.branch, p.data_files.clone(), None, properties)
-            .await
-            .map_err(|e| ShackError::lake(&name, e))?;
+        let t = table(&name)?;
+        jobs.push(async move {
+            let change = t
+                .stage_files(run.branch, p.data_files.clone(), None, properties)
+                .await
+                .map_err(|e| ShackError::lake(&name, e))?;
+            Ok::<_, ShackError>((p, name, change))
+        });
+    }
+    let mut changes = Vec::new();
+    let mut batches = Vec::new();
+    let mut records: Vec<(&FileRecord, Option<(i64, i64)>)> = Vec::new();
+    for (p, name, change) in futures::future::try_join_all(jobs).await? {
         let (snapshot_id, sequence_number) = staged_snapshot(&name, &change)?;
         batches.push(BatchReport {
             source: p.source,
@@ -1031,12 +1040,10 @@ async fn open_tables(catalog: &Catalog) -> Result<(BTreeMap<String, Table>, Vec<
         }
         head = catalog.head().await.map_err(cat)?;
     }
+    let names: Vec<&str> = wanted.iter().map(|(name, _, _)| name.as_str()).collect();
+    let opened = crate::layer::open_all(catalog, &head, &names).await?;
     let mut tables = BTreeMap::new();
-    for (name, schema, _) in &wanted {
-        let t = catalog
-            .table_in(&head, name)
-            .await
-            .map_err(|e| ShackError::lake(name.as_str(), e))?;
+    for ((name, schema, _), t) in wanted.iter().zip(opened) {
         check_schema(name, &t, schema)?;
         tables.insert(name.clone(), t);
     }

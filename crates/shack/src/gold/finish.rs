@@ -11,7 +11,7 @@ use arrow_array::{
     Array, BooleanArray, Date32Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
 };
-use lake::{At, Catalog, CatalogVersion, LakeError, Replace, Table, TableChange};
+use lake::{At, Catalog, LakeError, Replace, Table, TableChange};
 use sugarbush::Progress;
 
 use crate::error::{Result, ShackError};
@@ -98,10 +98,10 @@ pub async fn stage_finish(
         super::properties,
     )
     .await?;
-    let mut silver: BTreeMap<&str, Table> = BTreeMap::new();
-    for name in SILVER {
-        silver.insert(name, open(catalog, &head, name).await?);
-    }
+    let mut silver: BTreeMap<&str, Table> = SILVER
+        .into_iter()
+        .zip(crate::layer::open_all(catalog, &head, &SILVER).await?)
+        .collect();
     for change in silver_staged {
         let name = change.table().to_string();
         if let Some(slot) = SILVER.iter().find(|n| **n == name)
@@ -112,10 +112,10 @@ pub async fn stage_finish(
             silver.insert(slot, view);
         }
     }
-    let mut gold: BTreeMap<&str, Table> = BTreeMap::new();
-    for name in TABLES {
-        gold.insert(name, open(catalog, &head, name).await?);
-    }
+    let gold: BTreeMap<&str, Table> = TABLES
+        .into_iter()
+        .zip(crate::layer::open_all(catalog, &head, &TABLES).await?)
+        .collect();
     let consumed: BTreeMap<String, i64> = SILVER
         .iter()
         .filter_map(|n| silver[n].head(branch).map(|id| (n.to_string(), id)))
@@ -164,10 +164,11 @@ pub async fn stage_finish(
         "incremental"
     };
 
-    // 3. Stage one snapshot per gold table and commit them as one.
+    // 3. Stage one snapshot per gold table and commit them as one. The tables are staged at
+    //    once (each writes its own files; the commit that follows is one), their reports and
+    //    changes kept in the order of `TABLES`.
     progress.message("staging");
-    let mut staged: Vec<TableChange> = Vec::new();
-    let mut reports = Vec::new();
+    let mut jobs = Vec::new();
     for name in TABLES {
         let mut properties = BTreeMap::from([
             (props::FINISH_ID.to_string(), finish_id.clone()),
@@ -214,30 +215,36 @@ pub async fn stage_finish(
         let rows = batch.num_rows() as u64;
         let batches: Vec<RecordBatch> = if rows > 0 { vec![batch] } else { Vec::new() };
         let t = &gold[name];
-        let lake_err = |e| ShackError::lake(name, e);
-        let change = match scope {
-            Scope::Whole => t
-                .stage_replace(branch, &Replace::All, &batches, properties)
-                .await
-                .map_err(lake_err)?,
-            // Nothing touched: a snapshot still carries the new watermarks.
-            Scope::Dates(dates) if dates.is_empty() && batches.is_empty() => t
-                .stage_append(branch, &[], properties)
-                .await
-                .map_err(lake_err)?,
-            Scope::Dates(dates) => t
-                .stage_replace(
-                    branch,
-                    &delta::replace_dates(t, column, dates),
-                    &batches,
-                    properties,
-                )
-                .await
-                .map_err(lake_err)?,
-        };
-        reports.push(table_report(name, &change, rows, *scope == Scope::Whole)?);
-        staged.push(change);
+        jobs.push(async move {
+            let lake_err = |e| ShackError::lake(name, e);
+            let change = match scope {
+                Scope::Whole => t
+                    .stage_replace(branch, &Replace::All, &batches, properties)
+                    .await
+                    .map_err(lake_err)?,
+                // Nothing touched: a snapshot still carries the new watermarks.
+                Scope::Dates(dates) if dates.is_empty() && batches.is_empty() => t
+                    .stage_append(branch, &[], properties)
+                    .await
+                    .map_err(lake_err)?,
+                Scope::Dates(dates) => t
+                    .stage_replace(
+                        branch,
+                        &delta::replace_dates(t, column, dates),
+                        &batches,
+                        properties,
+                    )
+                    .await
+                    .map_err(lake_err)?,
+            };
+            let report = table_report(name, &change, rows, *scope == Scope::Whole)?;
+            Ok::<_, ShackError>((report, change))
+        });
     }
+    let (reports, staged): (Vec<_>, Vec<TableChange>) = futures::future::try_join_all(jobs)
+        .await?
+        .into_iter()
+        .unzip();
 
     let message = format!(
         "finish ({mode}) of {} on {branch} as of {}: {} order dates rebuilt",
@@ -312,13 +319,6 @@ async fn whole(
         events_without_order,
         read,
     })
-}
-
-async fn open(catalog: &Catalog, head: &CatalogVersion, name: &str) -> Result<Table> {
-    catalog
-        .table_in(head, name)
-        .await
-        .map_err(|e| ShackError::lake(name, e))
 }
 
 async fn scan_at(table: &Table, snapshot: Option<&i64>) -> Result<Vec<RecordBatch>> {

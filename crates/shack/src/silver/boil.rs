@@ -97,25 +97,28 @@ pub async fn stage_boil(
         tables::properties,
     )
     .await?;
-    let mut bronze_tables: BTreeMap<Source, Table> = BTreeMap::new();
-    for source in Source::ALL {
-        let name = bronze::table_name(source);
-        let t = catalog.table_in(&head, &name).await.map_err(|e| match e {
-            LakeError::NoSuchTable { .. } => ShackError::NoBronze {
-                table: name.clone(),
-            },
-            e => ShackError::lake(&name, e),
-        })?;
-        bronze_tables.insert(source, t);
-    }
-    let mut silver: BTreeMap<&'static str, Table> = BTreeMap::new();
-    for name in TABLES {
-        let t = catalog
-            .table_in(&head, name)
-            .await
-            .map_err(|e| ShackError::lake(name, e))?;
-        silver.insert(name, t);
-    }
+    // Each table's metadata is read at once (a new process parses every one).
+    let bronze_tables: BTreeMap<Source, Table> =
+        futures::future::try_join_all(Source::ALL.into_iter().map(|source| {
+            let name = bronze::table_name(source);
+            let head = &head;
+            async move {
+                let t = catalog.table_in(head, &name).await.map_err(|e| match e {
+                    LakeError::NoSuchTable { .. } => ShackError::NoBronze {
+                        table: name.clone(),
+                    },
+                    e => ShackError::lake(&name, e),
+                })?;
+                Ok::<_, ShackError>((source, t))
+            }
+        }))
+        .await?
+        .into_iter()
+        .collect();
+    let silver: BTreeMap<&'static str, Table> = TABLES
+        .into_iter()
+        .zip(crate::layer::open_all(catalog, &head, &TABLES).await?)
+        .collect();
 
     // 2. Where each source's watermark is, and whether it can be walked on from.
     let mut rebuilt_because = None;
@@ -144,9 +147,15 @@ pub async fn stage_boil(
     let mut reads: BTreeMap<Source, (Vec<BronzeRow>, Option<i64>)> = BTreeMap::new();
     if !options.replay && rebuilt_because.is_none() {
         progress.message("reading what bronze added");
-        for source in Source::ALL {
+        // The sources are read at once; their results are taken in order, as if one by one.
+        let read = futures::future::join_all(Source::ALL.into_iter().map(|source| {
             let wm = after.get(&source).copied().flatten();
-            match read_new(&bronze_tables[&source], branch, wm).await {
+            let table = &bronze_tables[&source];
+            async move { (source, read_new(table, branch, wm).await) }
+        }))
+        .await;
+        for (source, result) in read {
+            match result {
                 Ok(r) => {
                     reads.insert(source, r);
                 }
@@ -509,7 +518,9 @@ pub async fn stage_boil(
     for s in &report.sources {
         through.insert(s.source, s.through);
     }
-    let mut staged: Vec<TableChange> = Vec::new();
+    // The tables are staged at once (each writes its own files; the commit that follows is
+    // one), their reports and changes kept in the order of `TABLES`.
+    let mut jobs = Vec::new();
     for name in TABLES {
         let ins = inputs(name);
         if !rebuild && !ins.iter().any(|s| advanced.contains(s)) {
@@ -548,47 +559,53 @@ pub async fn stage_boil(
             Vec::new()
         };
         let t = &silver[name];
-        let lake_err = |e| ShackError::lake(name, e);
-        let mut merge_stats = None;
         let whole = rebuild || matches!(name, tables::FX_RATES | tables::SETTLEMENTS);
-        let change = if whole {
-            t.stage_replace(branch, &Replace::All, &batches, properties)
-                .await
-                .map_err(lake_err)?
-        } else if name == tables::ORDERS && !batches.is_empty() {
-            // Insert new orders; replace a stored one only when the incoming LSN is higher.
-            let merge = Merge::new(tables::ORDERS_MERGE_KEY)
-                .when_matched_update_if(MatchCondition::incoming_greater("_lsn"));
-            let staged = t
-                .stage_merge(branch, &batches, &merge, properties.clone())
-                .await
-                .map_err(lake_err)?;
-            let r = &staged.report;
-            merge_stats = Some(MergeStats {
-                files_read: r.files_read,
-                files_pruned_by_partition: r.files_pruned_by_partition,
-                files_pruned_by_bounds: r.files_pruned_by_bounds,
-                files_rewritten: r.files_rewritten,
-                inserted: r.inserted,
-                updated: r.updated,
-                unchanged: r.unchanged_matches,
-            });
-            match staged.change {
-                Some(c) => c,
-                // Nothing to change: a snapshot still carries the new watermark.
-                None => t
-                    .stage_append(branch, &[], properties)
+        jobs.push(async move {
+            let lake_err = |e| ShackError::lake(name, e);
+            let mut merge_stats = None;
+            let change = if whole {
+                t.stage_replace(branch, &Replace::All, &batches, properties)
                     .await
-                    .map_err(lake_err)?,
-            }
-        } else {
-            t.stage_append(branch, &batches, properties)
-                .await
-                .map_err(lake_err)?
-        };
-        let mut tr = table_report(name, &change, model_rows)?;
-        tr.merge = merge_stats;
-        tr.rewritten_whole = whole;
+                    .map_err(lake_err)?
+            } else if name == tables::ORDERS && !batches.is_empty() {
+                // Insert new orders; replace a stored one only when the incoming LSN is higher.
+                let merge = Merge::new(tables::ORDERS_MERGE_KEY)
+                    .when_matched_update_if(MatchCondition::incoming_greater("_lsn"));
+                let staged = t
+                    .stage_merge(branch, &batches, &merge, properties.clone())
+                    .await
+                    .map_err(lake_err)?;
+                let r = &staged.report;
+                merge_stats = Some(MergeStats {
+                    files_read: r.files_read,
+                    files_pruned_by_partition: r.files_pruned_by_partition,
+                    files_pruned_by_bounds: r.files_pruned_by_bounds,
+                    files_rewritten: r.files_rewritten,
+                    inserted: r.inserted,
+                    updated: r.updated,
+                    unchanged: r.unchanged_matches,
+                });
+                match staged.change {
+                    Some(c) => c,
+                    // Nothing to change: a snapshot still carries the new watermark.
+                    None => t
+                        .stage_append(branch, &[], properties)
+                        .await
+                        .map_err(lake_err)?,
+                }
+            } else {
+                t.stage_append(branch, &batches, properties)
+                    .await
+                    .map_err(lake_err)?
+            };
+            let mut tr = table_report(name, &change, model_rows)?;
+            tr.merge = merge_stats;
+            tr.rewritten_whole = whole;
+            Ok::<_, ShackError>((tr, change))
+        });
+    }
+    let mut staged: Vec<TableChange> = Vec::new();
+    for (tr, change) in futures::future::try_join_all(jobs).await? {
         report.tables.push(tr);
         staged.push(change);
     }
