@@ -45,14 +45,13 @@ pub(crate) async fn open_tables(
                     .map_err(|e| ShackError::lake(*name, e))?,
             );
             missing.push(*name);
-        } else if let Some(table) = opened.remove(name) {
-            if let Some(change) = table
+        } else if let Some(table) = opened.remove(name)
+            && let Some(change) = table
                 .stage_set_properties(&wanted)
                 .map_err(|e| ShackError::lake(*name, e))?
-            {
-                changes.push(change);
-                updated.push(*name);
-            }
+        {
+            changes.push(change);
+            updated.push(*name);
         }
     }
     if changes.is_empty() {
