@@ -172,15 +172,15 @@ impl Catalog {
         mfs: &[&ManifestFile],
     ) -> iceberg::Result<Vec<Arc<Manifest>>> {
         let cache = &self.inner.parsed;
-        let loads: Vec<(Option<Arc<Manifest>>, ManifestFile)> = mfs
+        // A hit is answered from memory; only a miss copies what its task needs.
+        let loads: Vec<_> = mfs
             .iter()
             .map(|mf| match cache.get(&mf.manifest_path) {
-                Some(Parsed::Manifest(m)) => (Some(m), ManifestFile::clone(mf)),
-                _ => (None, ManifestFile::clone(mf)),
+                Some(Parsed::Manifest(m)) => futures::future::Either::Left(async { Ok(m) }),
+                _ => futures::future::Either::Right(load(self.clone(), ManifestFile::clone(mf))),
             })
             .collect();
         futures::stream::iter(loads)
-            .map(|(hit, mf)| load(self.clone(), hit, mf))
             .buffered(crate::read::read_parallelism())
             .try_collect()
             .await
@@ -238,15 +238,8 @@ impl Catalog {
     }
 }
 
-/// A manifest from memory, or read and parsed on a task of its own.
-async fn load(
-    catalog: Catalog,
-    hit: Option<Arc<Manifest>>,
-    mf: ManifestFile,
-) -> iceberg::Result<Arc<Manifest>> {
-    if let Some(m) = hit {
-        return Ok(m);
-    }
+/// A manifest the cache missed, read and parsed on a task of its own.
+async fn load(catalog: Catalog, mf: ManifestFile) -> iceberg::Result<Arc<Manifest>> {
     tokio::spawn(async move { catalog.parse_manifest(&mf).await })
         .await
         .map_err(|e| {
