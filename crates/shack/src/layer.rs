@@ -21,16 +21,6 @@ pub(crate) async fn open_tables(
 ) -> Result<(CatalogVersion, Vec<String>)> {
     let cat = |e| ShackError::lake("the catalog", e);
     let head = catalog.head().await.map_err(cat)?;
-    let existing: Vec<&str> = tables
-        .iter()
-        .copied()
-        .filter(|name| head.tables.contains_key(*name) && !properties(name).is_empty())
-        .collect();
-    let mut opened: BTreeMap<&str, Table> = existing
-        .iter()
-        .copied()
-        .zip(open_all(catalog, &head, &existing).await?)
-        .collect();
     let mut changes = Vec::new();
     let mut missing = Vec::new();
     let mut updated = Vec::new();
@@ -45,13 +35,18 @@ pub(crate) async fn open_tables(
                     .map_err(|e| ShackError::lake(*name, e))?,
             );
             missing.push(*name);
-        } else if let Some(table) = opened.remove(name)
-            && let Some(change) = table
+        } else if !wanted.is_empty() {
+            let table = catalog
+                .table_in(&head, name)
+                .await
+                .map_err(|e| ShackError::lake(*name, e))?;
+            if let Some(change) = table
                 .stage_set_properties(&wanted)
                 .map_err(|e| ShackError::lake(*name, e))?
-        {
-            changes.push(change);
-            updated.push(*name);
+            {
+                changes.push(change);
+                updated.push(*name);
+            }
         }
     }
     if changes.is_empty() {

@@ -97,24 +97,17 @@ pub async fn stage_boil(
         tables::properties,
     )
     .await?;
-    // Each table's metadata is read at once (a new process parses every one).
-    let bronze_tables: BTreeMap<Source, Table> =
-        futures::future::try_join_all(Source::ALL.into_iter().map(|source| {
-            let name = bronze::table_name(source);
-            let head = &head;
-            async move {
-                let t = catalog.table_in(head, &name).await.map_err(|e| match e {
-                    LakeError::NoSuchTable { .. } => ShackError::NoBronze {
-                        table: name.clone(),
-                    },
-                    e => ShackError::lake(&name, e),
-                })?;
-                Ok::<_, ShackError>((source, t))
-            }
-        }))
-        .await?
-        .into_iter()
-        .collect();
+    let mut bronze_tables: BTreeMap<Source, Table> = BTreeMap::new();
+    for source in Source::ALL {
+        let name = bronze::table_name(source);
+        let t = catalog.table_in(&head, &name).await.map_err(|e| match e {
+            LakeError::NoSuchTable { .. } => ShackError::NoBronze {
+                table: name.clone(),
+            },
+            e => ShackError::lake(&name, e),
+        })?;
+        bronze_tables.insert(source, t);
+    }
     let silver: BTreeMap<&'static str, Table> = TABLES
         .into_iter()
         .zip(crate::layer::open_all(catalog, &head, &TABLES).await?)
