@@ -32,8 +32,8 @@ use crate::table::Table;
 use crate::types::RefMap;
 
 /// How many bytes of manifest lists, manifests and table metadata files (their size on
-/// storage) a catalog handle keeps parsed, key indexes counted by their size in memory. Parsed,
-/// files take a few times their size in memory.
+/// storage) a catalog handle keeps parsed, data files' key indexes and footers counted by their
+/// size in memory. Parsed, files take a few times their size in memory.
 const CACHE_BUDGET_BYTES: u64 = 32 << 20;
 
 /// A manifest list's weight when its size is not at hand: about what one entry takes.
@@ -48,6 +48,7 @@ enum Parsed {
     Manifest(Arc<Manifest>),
     Metadata(Arc<TableMetadata>, Arc<RefMap>),
     KeyIndex(Arc<crate::lookup::KeyIndex>),
+    Footer(parquet::arrow::arrow_reader::ArrowReaderMetadata),
 }
 
 struct Slot {
@@ -71,7 +72,7 @@ struct State {
 }
 
 /// Parsed manifest lists, manifests and table metadata files by location, and data files' key
-/// indexes, least recently used evicted first. Only files that never change once written go
+/// indexes and Parquet footers, least recently used evicted first. Only files that never change once written go
 /// here.
 pub(crate) struct ParsedFiles {
     state: Mutex<State>,
@@ -231,11 +232,40 @@ impl Catalog {
         Ok(ix)
     }
 
-    /// How many manifest lists, manifests, metadata files and key indexes this handle parsed,
-    /// and how many times it found one already parsed.
+    /// A data file's parsed Parquet footer, if this handle keeps it (a data file is never
+    /// rewritten, so its footer holds for as long as the file exists).
+    pub(crate) fn footer(
+        &self,
+        path: &str,
+    ) -> Option<parquet::arrow::arrow_reader::ArrowReaderMetadata> {
+        match self.inner.parsed.get(&footer_slot(path)) {
+            Some(Parsed::Footer(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Keep a data file's parsed footer, counted by its size in memory.
+    pub(crate) fn keep_footer(
+        &self,
+        path: &str,
+        footer: parquet::arrow::arrow_reader::ArrowReaderMetadata,
+    ) {
+        let bytes = footer.metadata().memory_size() as u64;
+        self.inner
+            .parsed
+            .put(&footer_slot(path), Parsed::Footer(footer), bytes.max(1));
+    }
+
+    /// How many manifest lists, manifests, metadata files, key indexes and data-file footers
+    /// this handle parsed, and how many times it found one already parsed.
     pub fn parsed_file_counts(&self) -> (u64, u64) {
         self.inner.parsed.counts()
     }
+}
+
+/// Where a data file's footer is kept (apart from its key indexes, which share its path).
+fn footer_slot(path: &str) -> String {
+    format!("{path}\u{0}footer")
 }
 
 /// A manifest the cache missed, read and parsed on a task of its own.

@@ -105,6 +105,13 @@ impl Table {
     /// file is decoded on a task of its own, at most [`read_parallelism`] at a time, so a scan
     /// uses every core. A file is read whole before its batches are handed on, so at most that
     /// many files are held in memory at once.
+    ///
+    /// A file read whole, with no filter and no delete file, whose columns carry the field ids
+    /// and exactly the Arrow types asked, is read by parquet's reader directly with its footer
+    /// kept on the catalog handle ([`read_plain`]): the next read of it, in this run or a later
+    /// one on the same handle, neither reads nor parses the footer again. Any other file goes
+    /// through iceberg's reader (field-id resolution for evolved schemas, type promotion,
+    /// filters, deletes).
     pub(crate) fn read_file_tasks(
         &self,
         tasks: Vec<FileScanTask>,
@@ -127,12 +134,21 @@ impl Table {
             .with_data_file_concurrency_limit(1)
             .build();
         let read_ctx = ctx.clone();
+        let catalog = self.catalog().clone();
+        let wanted = schema.clone();
         let files = futures::stream::iter(tasks)
             .map(move |task| {
                 let reader = reader.clone();
+                let catalog = catalog.clone();
+                let wanted = wanted.clone();
                 let ctx = read_ctx.clone();
                 async move {
                     let handle = tokio::spawn(async move {
+                        if plain(&task)
+                            && let Some(batches) = read_plain(&catalog, &task, &wanted).await?
+                        {
+                            return Ok(batches);
+                        }
                         let stream = reader
                             .read(Box::pin(futures::stream::iter([Ok(task)])))?
                             .stream();
@@ -346,6 +362,124 @@ pub(crate) fn read_parallelism() -> usize {
     })
 }
 
+/// Whether `task` reads a Parquet file whole with nothing to apply to its rows: no filter, no
+/// delete file, every row group (a task for part of a file, as a lookup plans, is not).
+fn plain(task: &FileScanTask) -> bool {
+    task.data_file_format == iceberg::spec::DataFileFormat::Parquet
+        && task.predicate.is_none()
+        && task.deletes.is_empty()
+        && task.start == 0
+        && (task.length == 0 || task.length == task.file_size_in_bytes)
+}
+
+/// Read a [`plain`] task's file with parquet's reader, its footer from the catalog handle when
+/// it holds it (and kept there when not), projecting `wanted`'s columns by field id in its
+/// order. `None` when the file does not hold every wanted column by field id with exactly the
+/// wanted Arrow type (another engine's file, an evolved schema): iceberg's reader resolves
+/// those.
+async fn read_plain(
+    catalog: &crate::catalog::Catalog,
+    task: &FileScanTask,
+    wanted: &SchemaRef,
+) -> iceberg::Result<Option<Vec<RecordBatch>>> {
+    use iceberg::arrow::ArrowFileReader;
+    use iceberg::io::FileMetadata;
+    use parquet::arrow::ParquetRecordBatchStreamBuilder;
+    use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+
+    let parquet_error = |what: &'static str| {
+        move |e: parquet::errors::ParquetError| {
+            iceberg::Error::new(
+                iceberg::ErrorKind::DataInvalid,
+                format!("{what} of {}", task.data_file_path),
+            )
+            .with_source(e)
+        }
+    };
+    let input = catalog.file_io().new_input(&task.data_file_path)?;
+    // The manifest gives the file's size: no stat (a HEAD on an object store) per file.
+    let mut file = ArrowFileReader::new(
+        FileMetadata {
+            size: task.file_size_in_bytes,
+        },
+        input.reader().await?,
+    );
+    let footer = match catalog.footer(&task.data_file_path) {
+        Some(footer) => footer,
+        None => {
+            let footer = ArrowReaderMetadata::load_async(&mut file, ArrowReaderOptions::new())
+                .await
+                .map_err(parquet_error("reading the Parquet footer"))?;
+            catalog.keep_footer(&task.data_file_path, footer.clone());
+            footer
+        }
+    };
+    let Some((roots, order)) = columns_by_field_id(footer.schema(), wanted) else {
+        return Ok(None);
+    };
+    let mask = parquet::arrow::ProjectionMask::roots(footer.parquet_schema(), roots);
+    let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(file, footer)
+        .with_projection(mask)
+        .with_batch_size(READ_BATCH_ROWS)
+        .build()
+        .map_err(parquet_error("reading"))?;
+    let read: Vec<RecordBatch> = stream
+        .try_collect()
+        .await
+        .map_err(parquet_error("reading"))?;
+    let mut out = Vec::with_capacity(read.len());
+    for b in read {
+        let columns = order.iter().map(|i| b.column(*i).clone()).collect();
+        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+        out.push(
+            RecordBatch::try_new_with_options(wanted.clone(), columns, &options).map_err(|e| {
+                iceberg::Error::new(
+                    iceberg::ErrorKind::DataInvalid,
+                    format!("reading {}", task.data_file_path),
+                )
+                .with_source(e)
+            })?,
+        );
+    }
+    #[cfg(test)]
+    PLAIN_FILES.set(PLAIN_FILES.get() + 1);
+    Ok(Some(out))
+}
+
+/// Where each of `wanted`'s fields is among `file`'s top-level columns, matched by Parquet
+/// field id with exactly the same Arrow type: the root columns to read (ascending, as parquet
+/// hands them back) and, for each wanted field in order, its position among them. `None` when
+/// a wanted field has no field id, the file no column with it, or the types differ.
+fn columns_by_field_id(
+    file: &arrow_schema::Schema,
+    wanted: &arrow_schema::Schema,
+) -> Option<(Vec<usize>, Vec<usize>)> {
+    use parquet::arrow::PARQUET_FIELD_ID_META_KEY as ID;
+    if wanted.fields().is_empty() {
+        return None;
+    }
+    let mut at = Vec::with_capacity(wanted.fields().len());
+    for field in wanted.fields() {
+        let id = field.metadata().get(ID)?;
+        let i = file
+            .fields()
+            .iter()
+            .position(|f| f.metadata().get(ID) == Some(id))?;
+        if file.field(i).data_type() != field.data_type() {
+            return None;
+        }
+        at.push(i);
+    }
+    let mut roots = at.clone();
+    roots.sort_unstable();
+    roots.dedup();
+    let order = at
+        .iter()
+        .map(|i| roots.iter().position(|r| r == i))
+        .collect::<Option<Vec<usize>>>()?;
+    Some((roots, order))
+}
+
 /// Incremental reads only cross appends.
 fn check_append(table: &str, s: &SnapshotInfo) -> Result<()> {
     if s.operation != Operation::Append.as_str() {
@@ -376,4 +510,222 @@ pub(crate) fn normalize(schema: &SchemaRef, batch: RecordBatch) -> Result<Record
         }
     }
     RecordBatch::try_new(schema.clone(), cols).map_err(|e| LakeError::arrow("reading a batch", e))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Files [`read_plain`] read on this thread (a `#[tokio::test]` runs its spawned reads on
+    /// its own thread), for tests that check which reader a file went through.
+    static PLAIN_FILES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{
+        Array, BooleanArray, Date32Array, Int32Array, Int64Array, StringArray,
+        TimestampMicrosecondArray,
+    };
+    use arrow_schema::{DataType, Field, Schema, TimeUnit};
+    use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+
+    use super::*;
+    use crate::{Catalog, PartitionField};
+
+    fn with_id(name: &str, ty: DataType, id: i32) -> Field {
+        Field::new(name, ty, true).with_metadata(
+            [(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())]
+                .into_iter()
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn columns_are_matched_by_field_id_and_exact_type() {
+        let file = Schema::new(vec![
+            with_id("a", DataType::Int64, 1),
+            with_id("b", DataType::Utf8, 2),
+            with_id("c", DataType::Date32, 3),
+        ]);
+        // Asked out of file order and renamed: matched by id, handed back in the order asked.
+        let wanted = Schema::new(vec![
+            with_id("day", DataType::Date32, 3),
+            with_id("a", DataType::Int64, 1),
+        ]);
+        assert_eq!(
+            columns_by_field_id(&file, &wanted),
+            Some((vec![0, 2], vec![1, 0]))
+        );
+        // A column the file lacks (added after it was written), a promoted type, a field
+        // without an id, nothing asked: iceberg's reader resolves those.
+        for wanted in [
+            vec![with_id("d", DataType::Int64, 4)],
+            vec![with_id("a", DataType::Int32, 1)],
+            vec![Field::new("a", DataType::Int64, true)],
+            vec![],
+        ] {
+            assert_eq!(columns_by_field_id(&file, &Schema::new(wanted)), None);
+        }
+        // A file written without field ids matches nothing.
+        let bare = Schema::new(vec![Field::new("a", DataType::Int64, true)]);
+        let wanted = Schema::new(vec![with_id("a", DataType::Int64, 1)]);
+        assert_eq!(columns_by_field_id(&bare, &wanted), None);
+    }
+
+    fn rows(from: i64, n: i64) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("note", DataType::Utf8, true),
+            Field::new("day", DataType::Date32, false),
+            Field::new(
+                "at",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+                true,
+            ),
+            Field::new("small", DataType::Int32, true),
+            Field::new("flag", DataType::Boolean, true),
+        ]));
+        let ids = from..from + n;
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from_iter_values(ids.clone())),
+                Arc::new(StringArray::from_iter(
+                    ids.clone().map(|i| (i % 3 != 0).then(|| format!("n{i}"))),
+                )),
+                Arc::new(Date32Array::from_iter_values(
+                    ids.clone().map(|i| 20_000 + (i % 4) as i32),
+                )),
+                Arc::new(
+                    TimestampMicrosecondArray::from_iter(
+                        ids.clone()
+                            .map(|i| (i % 5 != 0).then_some(1_700_000_000_000_000 + i)),
+                    )
+                    .with_timezone("+00:00"),
+                ),
+                Arc::new(Int32Array::from_iter(
+                    ids.clone().map(|i| (i % 7 != 0).then_some(i as i32)),
+                )),
+                Arc::new(BooleanArray::from_iter(
+                    ids.map(|i| (i % 2 == 0).then_some(i % 4 == 0)),
+                )),
+            ],
+        )
+        .expect("test batch")
+    }
+
+    /// Rows sorted by id, as (id, note, day, at, small, flag) debug strings.
+    fn sorted(batches: &[RecordBatch]) -> Vec<String> {
+        let mut out = Vec::new();
+        for b in batches {
+            for i in 0..b.num_rows() {
+                let cells: Vec<String> = b
+                    .columns()
+                    .iter()
+                    .map(|c| {
+                        if c.is_null(i) {
+                            "null".to_string()
+                        } else {
+                            arrow::util::display::array_value_to_string(c, i).expect("display")
+                        }
+                    })
+                    .collect();
+                out.push(cells.join("|"));
+            }
+        }
+        out.sort_by_key(|r| r.split('|').next().and_then(|id| id.parse::<i64>().ok()));
+        out
+    }
+
+    #[tokio::test]
+    async fn a_plain_scan_reads_by_field_id_and_keeps_each_footer() {
+        let c = Catalog::in_memory();
+        let written: Vec<RecordBatch> = (0..3).map(|f| rows(f * 50, 50)).collect();
+        c.create_table(
+            "t.kinds",
+            &written[0].schema(),
+            &[PartitionField::identity("day")],
+        )
+        .await
+        .expect("create");
+        for b in &written {
+            c.append(
+                "t.kinds",
+                "audit",
+                std::slice::from_ref(b),
+                Default::default(),
+            )
+            .await
+            .expect("append");
+        }
+        let t = c.table("t.kinds").await.expect("load");
+        let at = At::reference("audit");
+        let files = t.data_files(&at).await.expect("files").len();
+        assert_eq!(files, 12, "three appends over four days");
+
+        let before = PLAIN_FILES.get();
+        let read = t.scan(&at).await.expect("scan");
+        assert_eq!(
+            PLAIN_FILES.get() - before,
+            files,
+            "every file went through the plain read"
+        );
+        assert_eq!(read[0].schema(), t.arrow_schema().expect("schema"));
+        assert_eq!(
+            sorted(&read),
+            sorted(&written),
+            "the rows written, every value"
+        );
+
+        // Again on the same handle: every footer comes from memory, the rows are the same.
+        let (parsed, hits) = c.parsed_file_counts();
+        let again = t.scan(&at).await.expect("scan again");
+        let (parsed_again, hits_again) = c.parsed_file_counts();
+        assert_eq!(parsed_again, parsed, "no footer parsed a second time");
+        assert!(hits_again >= hits + files as u64);
+        assert_eq!(sorted(&again), sorted(&written));
+
+        // Some columns, out of table order: the same values, in the order asked.
+        let id = t.head("audit").expect("head");
+        let tasks = t
+            .plan_files_at(id, Some(vec!["flag".into(), "id".into()]), None)
+            .await
+            .expect("plan");
+        let before = PLAIN_FILES.get();
+        let some: Vec<RecordBatch> = t
+            .read_file_tasks_as(
+                tasks,
+                t.projected_schema(&["flag", "id"]).expect("projection"),
+                "test".into(),
+            )
+            .expect("read")
+            .try_collect()
+            .await
+            .expect("rows");
+        assert_eq!(PLAIN_FILES.get() - before, files);
+        let mut pairs: Vec<(i64, Option<bool>)> = some
+            .iter()
+            .flat_map(|b| {
+                let flag = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<BooleanArray>()
+                    .expect("flag");
+                let id = b
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .expect("id");
+                (0..b.num_rows())
+                    .map(|i| (id.value(i), (!flag.is_null(i)).then(|| flag.value(i))))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        pairs.sort_unstable();
+        let want: Vec<(i64, Option<bool>)> = (0..150)
+            .map(|i| (i, (i % 2 == 0).then_some(i % 4 == 0)))
+            .collect();
+        assert_eq!(pairs, want);
+    }
 }
