@@ -14,11 +14,13 @@
 //! It does not know what the tables mean: no maple syrup, no audits, no publish policy. Those
 //! live in `shack`, which builds them from the pieces here.
 //!
-//! A [`Catalog`] handle keeps the manifest lists, manifests and table metadata files it parses
-//! (they never change once written) and plans scans from them, so a long-lived handle is the
-//! cheap one. A program that runs with `RUST_BACKTRACE=1` should also set
-//! `RUST_LIB_BACKTRACE=0` unless it prints library backtraces: iceberg-rust's reader builds and
-//! discards an error per column of every Parquet file it opens, and each captures a backtrace
+//! A [`Catalog`] handle keeps the manifest lists, manifests and table metadata files it parses,
+//! and the footers of data files it read whole (none of them changes once written), and plans
+//! and reads scans from them, so a long-lived handle is the cheap one. A program that runs with
+//! `RUST_BACKTRACE=1` should also set `RUST_LIB_BACKTRACE=0` unless it prints library
+//! backtraces: iceberg-rust's reader, through which lake reads what it does not read itself
+//! (filtered or deleting reads, other engines' files), builds and discards an error per column
+//! of every Parquet file it opens, and each captures a backtrace
 //! (the `sugarshack` CLI does this for itself).
 //!
 //! ```no_run
