@@ -21,9 +21,7 @@ use std::sync::Arc;
 
 use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
 use futures::{StreamExt, TryStreamExt};
-use iceberg::arrow::ArrowFileReader;
 use iceberg::expr::Predicate;
-use iceberg::io::FileMetadata;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{PrimitiveType, Type};
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
@@ -31,7 +29,7 @@ use parquet::bloom_filter::Sbbf;
 
 use crate::catalog::Catalog;
 use crate::error::{LakeError, Result};
-use crate::read::read_parallelism;
+use crate::read::{parquet_error, read_parallelism};
 use crate::table::{At, Table};
 
 /// What [`Table::lookup`] read, and what it found.
@@ -112,15 +110,13 @@ impl Table {
         out.files_planned = tasks.len();
 
         let hashes: Arc<Vec<u64>> = Arc::new(keys.iter().map(|k| key_hash(k)).collect());
-        let file_io = self.iceberg().file_io().clone();
         let field_id = field.id;
         let key_name = key.to_string();
         let pruned: Vec<Pruned> = futures::stream::iter(tasks)
             .map(|task| {
-                let (file_io, hashes, key_name) =
-                    (file_io.clone(), hashes.clone(), key_name.clone());
+                let (hashes, key_name) = (hashes.clone(), key_name.clone());
                 let catalog = self.catalog().clone();
-                async move { prune(&catalog, &file_io, task, field_id, &key_name, &hashes).await }
+                async move { prune(&catalog, task, field_id, &key_name, &hashes).await }
             })
             .buffered(read_parallelism())
             .try_collect()
@@ -252,24 +248,21 @@ impl KeyIndex {
         (64 + 8 * self.sizes.len() + blooms) as u64
     }
 
-    /// Read the footer of `task`'s file and the bloom filter of every row group on the column
-    /// with field id `field_id` (by name `key` in a file written without field ids).
+    /// The footer of `task`'s file (kept on the handle, shared with scans) and the bloom filter
+    /// of every row group on the column with field id `field_id` (by name `key` in a file
+    /// written without field ids).
     async fn read(
-        file_io: &iceberg::io::FileIO,
+        catalog: &Catalog,
         task: &FileScanTask,
         field_id: i32,
         key: &str,
     ) -> iceberg::Result<KeyIndex> {
-        // The manifest gives the file's size: no stat (a HEAD on an object store) per file.
-        let input = file_io.new_input(&task.data_file_path)?;
-        let meta = FileMetadata {
-            size: task.file_size_in_bytes,
-        };
-        let reader = ArrowFileReader::new(meta, input.reader().await?);
-        let mut builder = ParquetRecordBatchStreamBuilder::new(reader)
-            .await
-            .map_err(parquet_error)?;
-        let md = builder.metadata().clone();
+        let path = &task.data_file_path;
+        let (file, footer) = catalog
+            .open_data_file(path, task.file_size_in_bytes)
+            .await?;
+        let md = footer.metadata().clone();
+        let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(file, footer);
         let sizes = md
             .row_groups()
             .iter()
@@ -301,7 +294,7 @@ impl KeyIndex {
                 builder
                     .get_row_group_column_bloom_filter(rg, column)
                     .await
-                    .map_err(parquet_error)?
+                    .map_err(|e| parquet_error(path, "reading a bloom filter", e))?
                     .as_ref()
                     .map(KeyFilter::new),
             );
@@ -320,7 +313,6 @@ impl KeyIndex {
 /// file with delete files, or a row group without a filter, is read as planned.
 async fn prune(
     catalog: &Catalog,
-    file_io: &iceberg::io::FileIO,
     task: FileScanTask,
     field_id: i32,
     key: &str,
@@ -328,7 +320,7 @@ async fn prune(
 ) -> iceberg::Result<Pruned> {
     let slot = format!("{}\u{0}key index {field_id} {key}", task.data_file_path);
     let ix = catalog
-        .key_index_cached(&slot, || KeyIndex::read(file_io, &task, field_id, key))
+        .key_index_cached(&slot, || KeyIndex::read(catalog, &task, field_id, key))
         .await?;
     Ok(cut(task, &ix, hashes))
 }
@@ -395,14 +387,6 @@ fn part(task: &FileScanTask, start: u64, length: u64) -> FileScanTask {
     t.length = length.max(1);
     t.record_count = None;
     t
-}
-
-fn parquet_error(e: parquet::errors::ParquetError) -> iceberg::Error {
-    iceberg::Error::new(
-        iceberg::ErrorKind::DataInvalid,
-        "reading a Parquet footer or bloom filter",
-    )
-    .with_source(e)
 }
 
 #[cfg(test)]

@@ -232,28 +232,36 @@ impl Catalog {
         Ok(ix)
     }
 
-    /// A data file's parsed Parquet footer, if this handle keeps it (a data file is never
-    /// rewritten, so its footer holds for as long as the file exists).
-    pub(crate) fn footer(
+    /// A data file opened for parquet's reader, with its parsed footer: from this handle when
+    /// it keeps it, else read, parsed and kept, counted by its size in memory (a data file is
+    /// never rewritten, so its footer holds for as long as the file exists). `size` is the
+    /// manifest's: no stat (a HEAD on an object store) per file.
+    pub(crate) async fn open_data_file(
         &self,
         path: &str,
-    ) -> Option<parquet::arrow::arrow_reader::ArrowReaderMetadata> {
-        match self.inner.parsed.get(&footer_slot(path)) {
-            Some(Parsed::Footer(f)) => Some(f),
-            _ => None,
+        size: u64,
+    ) -> iceberg::Result<(
+        iceberg::arrow::ArrowFileReader,
+        parquet::arrow::arrow_reader::ArrowReaderMetadata,
+    )> {
+        use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+        let input = self.inner.file_io.new_input(path)?;
+        let mut file = iceberg::arrow::ArrowFileReader::new(
+            iceberg::io::FileMetadata { size },
+            input.reader().await?,
+        );
+        let slot = footer_slot(path);
+        if let Some(Parsed::Footer(footer)) = self.inner.parsed.get(&slot) {
+            return Ok((file, footer));
         }
-    }
-
-    /// Keep a data file's parsed footer, counted by its size in memory.
-    pub(crate) fn keep_footer(
-        &self,
-        path: &str,
-        footer: parquet::arrow::arrow_reader::ArrowReaderMetadata,
-    ) {
+        let footer = ArrowReaderMetadata::load_async(&mut file, ArrowReaderOptions::new())
+            .await
+            .map_err(|e| crate::read::parquet_error(path, "reading the Parquet footer", e))?;
         let bytes = footer.metadata().memory_size() as u64;
         self.inner
             .parsed
-            .put(&footer_slot(path), Parsed::Footer(footer), bytes.max(1));
+            .put(&slot, Parsed::Footer(footer.clone()), bytes.max(1));
+        Ok((file, footer))
     }
 
     /// How many manifest lists, manifests, metadata files, key indexes and data-file footers

@@ -382,68 +382,46 @@ async fn read_plain(
     task: &FileScanTask,
     wanted: &SchemaRef,
 ) -> iceberg::Result<Option<Vec<RecordBatch>>> {
-    use iceberg::arrow::ArrowFileReader;
-    use iceberg::io::FileMetadata;
-    use parquet::arrow::ParquetRecordBatchStreamBuilder;
-    use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
-
-    let parquet_error = |what: &'static str| {
-        move |e: parquet::errors::ParquetError| {
-            iceberg::Error::new(
-                iceberg::ErrorKind::DataInvalid,
-                format!("{what} of {}", task.data_file_path),
-            )
-            .with_source(e)
-        }
-    };
-    let input = catalog.file_io().new_input(&task.data_file_path)?;
-    // The manifest gives the file's size: no stat (a HEAD on an object store) per file.
-    let mut file = ArrowFileReader::new(
-        FileMetadata {
-            size: task.file_size_in_bytes,
-        },
-        input.reader().await?,
-    );
-    let footer = match catalog.footer(&task.data_file_path) {
-        Some(footer) => footer,
-        None => {
-            let footer = ArrowReaderMetadata::load_async(&mut file, ArrowReaderOptions::new())
-                .await
-                .map_err(parquet_error("reading the Parquet footer"))?;
-            catalog.keep_footer(&task.data_file_path, footer.clone());
-            footer
-        }
-    };
+    let path = &task.data_file_path;
+    let (file, footer) = catalog
+        .open_data_file(path, task.file_size_in_bytes)
+        .await?;
     let Some((roots, order)) = columns_by_field_id(footer.schema(), wanted) else {
         return Ok(None);
     };
     let mask = parquet::arrow::ProjectionMask::roots(footer.parquet_schema(), roots);
-    let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(file, footer)
+    let stream = parquet::arrow::ParquetRecordBatchStreamBuilder::new_with_metadata(file, footer)
         .with_projection(mask)
         .with_batch_size(READ_BATCH_ROWS)
         .build()
-        .map_err(parquet_error("reading"))?;
+        .map_err(|e| parquet_error(path, "reading", e))?;
     let read: Vec<RecordBatch> = stream
         .try_collect()
         .await
-        .map_err(parquet_error("reading"))?;
+        .map_err(|e| parquet_error(path, "reading", e))?;
     let mut out = Vec::with_capacity(read.len());
     for b in read {
         let columns = order.iter().map(|i| b.column(*i).clone()).collect();
         let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
         out.push(
             RecordBatch::try_new_with_options(wanted.clone(), columns, &options).map_err(|e| {
-                iceberg::Error::new(
-                    iceberg::ErrorKind::DataInvalid,
-                    format!("reading {}", task.data_file_path),
-                )
-                .with_source(e)
+                iceberg::Error::new(iceberg::ErrorKind::DataInvalid, format!("reading {path}"))
+                    .with_source(e)
             })?,
         );
     }
     #[cfg(test)]
     PLAIN_FILES.set(PLAIN_FILES.get() + 1);
     Ok(Some(out))
+}
+
+/// A Parquet error reading the data file at `path`, saying what was being read.
+pub(crate) fn parquet_error(
+    path: &str,
+    what: &str,
+    e: parquet::errors::ParquetError,
+) -> iceberg::Error {
+    iceberg::Error::new(iceberg::ErrorKind::DataInvalid, format!("{what} of {path}")).with_source(e)
 }
 
 /// Where each of `wanted`'s fields is among `file`'s top-level columns, matched by Parquet
