@@ -116,6 +116,13 @@ pub enum LakeError {
         operation: String,
     },
 
+    /// A snapshot whose rows are not just the rows of its data files (it has delete files), where
+    /// a caller asked for its data files' differences.
+    #[error(
+        "{table} at snapshot {snapshot_id} has delete files: its rows are not the rows of its data files alone; read it whole instead"
+    )]
+    HasDeleteFiles { table: String, snapshot_id: i64 },
+
     /// `after` is not an ancestor of `through` on the branch.
     #[error("incremental read of {table}: snapshot {after} is not an ancestor of {through}")]
     NotAncestor {

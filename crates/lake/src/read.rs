@@ -2,7 +2,7 @@
 //! snapshots of one branch — the rows its ancestry added, which is what makes snapshot ids
 //! watermarks.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -21,6 +21,22 @@ pub struct AddedBy {
     pub snapshot: SnapshotInfo,
     /// Its rows.
     pub batches: Vec<RecordBatch>,
+}
+
+/// The data files that differ between two snapshots of one table, as
+/// [`Table::file_changes`] finds them. Neither snapshot has delete files, so each one's rows are
+/// exactly its live data files' rows: the rows at `to` are the rows at `from`, less those of
+/// `removed`, plus those of `added`, whatever operations lie between the two (appends,
+/// overwrites, partition replacements, compactions) and whether or not one descends from the
+/// other.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileChanges {
+    pub from: i64,
+    pub to: i64,
+    /// Paths of the data files live at `to` and not at `from`.
+    pub added: BTreeSet<String>,
+    /// Paths of the data files live at `from` and not at `to`.
+    pub removed: BTreeSet<String>,
 }
 
 /// What an incremental read returned.
@@ -199,6 +215,50 @@ impl Table {
                     .iter()
                     .filter(|e| e.is_alive())
                     .map(|e| e.data_file().clone()),
+            );
+        }
+        Ok(out)
+    }
+
+    /// The data files live at snapshot `to` and not at `from` (added) and live at `from` and not
+    /// at `to` (removed), compared by path. Reads the two snapshots' manifests (kept on the
+    /// catalog handle), no data file. A snapshot with delete files is
+    /// [`LakeError::HasDeleteFiles`]: its rows are not its data files' rows.
+    pub async fn file_changes(&self, from: i64, to: i64) -> Result<FileChanges> {
+        let (at_from, at_to) =
+            futures::try_join!(self.live_data_paths(from), self.live_data_paths(to))?;
+        Ok(FileChanges {
+            from,
+            to,
+            added: at_to.difference(&at_from).cloned().collect(),
+            removed: at_from.difference(&at_to).cloned().collect(),
+        })
+    }
+
+    /// The paths of snapshot `id`'s live data files; [`LakeError::HasDeleteFiles`] when it has
+    /// delete files.
+    async fn live_data_paths(&self, id: i64) -> Result<BTreeSet<String>> {
+        let name = self.name().to_string();
+        let list = self.manifest_list(id).await?;
+        if list
+            .entries()
+            .iter()
+            .any(|mf| mf.content != ManifestContentType::Data)
+        {
+            return Err(LakeError::HasDeleteFiles {
+                table: name,
+                snapshot_id: id,
+            });
+        }
+        let ice = |e: iceberg::Error| LakeError::iceberg(format!("listing files of {name}"), e);
+        let wanted: Vec<&ManifestFile> = list.entries().iter().collect();
+        let mut out = BTreeSet::new();
+        for m in self.catalog().manifests(&wanted).await.map_err(ice)? {
+            out.extend(
+                m.entries()
+                    .iter()
+                    .filter(|e| e.is_alive())
+                    .map(|e| e.data_file().file_path().to_string()),
             );
         }
         Ok(out)

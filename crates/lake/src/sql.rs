@@ -8,13 +8,16 @@
 //! file on one partition, so a query used one core however many the machine has.
 
 use std::any::Any;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use async_trait::async_trait;
-use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, Session};
+use datafusion::catalog::{
+    CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider, Session,
+};
 use datafusion::common::stats::{Precision, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result as DFResult};
@@ -34,6 +37,7 @@ use iceberg_datafusion::physical_plan::convert_filters_to_predicate;
 
 use crate::catalog::{Catalog, CatalogVersion};
 use crate::error::{LakeError, Result};
+use crate::read::FileChanges;
 use crate::table::{At, Table};
 
 /// A DataFusion session over the lake, and what could not be registered.
@@ -67,15 +71,37 @@ impl SqlContext {
     }
 }
 
+/// The DataFusion catalog of [`Catalog::sql_changes`] that holds the rows of added data files.
+pub const ADDED: &str = "added";
+/// The DataFusion catalog of [`Catalog::sql_changes`] that holds the rows of removed data files.
+pub const REMOVED: &str = "removed";
+
 /// Register `table` at `at` in `ctx` under its `namespace.table` name.
 pub async fn register_table(ctx: &SessionContext, table: &Table, at: &At) -> Result<Option<i64>> {
-    let name = table.name();
     let snapshot = table.resolve(at)?;
     let provider = LakeTableProvider::new(table, snapshot)?;
     let catalog_name = ctx.state().config_options().catalog.default_catalog.clone();
-    let catalog = ctx
-        .catalog(&catalog_name)
-        .ok_or_else(|| LakeError::Other(format!("no DataFusion catalog {catalog_name}")))?;
+    register_provider(ctx, &catalog_name, table, provider)?;
+    Ok(snapshot)
+}
+
+/// Register `provider` in `ctx` as `<catalog_name>.namespace.table` (the DataFusion catalog is
+/// created when missing).
+fn register_provider(
+    ctx: &SessionContext,
+    catalog_name: &str,
+    table: &Table,
+    provider: LakeTableProvider,
+) -> Result<()> {
+    let name = table.name();
+    let catalog = match ctx.catalog(catalog_name) {
+        Some(c) => c,
+        None => {
+            let c: Arc<dyn CatalogProvider> = Arc::new(MemoryCatalogProvider::new());
+            ctx.register_catalog(catalog_name, c.clone());
+            c
+        }
+    };
     let schema = match catalog.schema(&name.namespace) {
         Some(s) => s,
         None => {
@@ -86,7 +112,7 @@ pub async fn register_table(ctx: &SessionContext, table: &Table, at: &At) -> Res
     };
     schema.deregister_table(&name.table)?;
     schema.register_table(name.table.clone(), Arc::new(provider))?;
-    Ok(snapshot)
+    Ok(())
 }
 
 impl Catalog {
@@ -120,6 +146,41 @@ impl Catalog {
     }
 }
 
+impl Catalog {
+    /// A SQL session over what changed in `tables` of catalog version `version`, each given as
+    /// (name, from, to) snapshot ids: `added.<namespace>.<table>` holds the rows of the data
+    /// files live at `to` and not at `from`, `removed.<namespace>.<table>` those live at `from`
+    /// and not at `to` ([`Table::file_changes`]), each in its own snapshot's schema. Any
+    /// figure that is a sum over rows is, at `to`, its value at `from` plus its value over
+    /// `added` minus its value over `removed`. A table with delete files at either snapshot is
+    /// [`LakeError::HasDeleteFiles`]. `registered` lists each table with its `to`.
+    pub async fn sql_changes(
+        &self,
+        version: u64,
+        tables: &[(&str, i64, i64)],
+    ) -> Result<SqlContext> {
+        let v = self.version(version).await?;
+        let ctx = SessionContext::new_with_config(SessionConfig::new());
+        let mut registered = Vec::with_capacity(tables.len());
+        for (name, from, to) in tables {
+            let table = self.table_in(&v, name).await?;
+            let changes = table.file_changes(*from, *to).await?;
+            let FileChanges { added, removed, .. } = changes;
+            let added = LakeTableProvider::new(&table, Some(*to))?.only(added);
+            let removed = LakeTableProvider::new(&table, Some(*from))?.only(removed);
+            register_provider(&ctx, ADDED, &table, added)?;
+            register_provider(&ctx, REMOVED, &table, removed)?;
+            registered.push((name.to_string(), Some(*to)));
+        }
+        Ok(SqlContext {
+            ctx,
+            version: v.version,
+            registered,
+            skipped: Vec::new(),
+        })
+    }
+}
+
 /// A lake table at one snapshot as a DataFusion table (`None`: an empty `main`). Filters are
 /// pushed to iceberg's scan planning as a hint (DataFusion still applies them: inexact), and
 /// the planned files are read on several partitions at once.
@@ -128,6 +189,8 @@ pub struct LakeTableProvider {
     table: Table,
     snapshot: Option<i64>,
     schema: SchemaRef,
+    /// When set, only these of the snapshot's data files (by path) are read.
+    only: Option<Arc<BTreeSet<String>>>,
 }
 
 impl LakeTableProvider {
@@ -148,7 +211,14 @@ impl LakeTableProvider {
             table: table.clone(),
             snapshot,
             schema,
+            only: None,
         })
+    }
+
+    /// The same table reading only the data files of its snapshot whose paths are in `paths`.
+    pub fn only(mut self, paths: BTreeSet<String>) -> Self {
+        self.only = Some(Arc::new(paths));
+        self
     }
 }
 
@@ -189,15 +259,17 @@ impl TableProvider for LakeTableProvider {
         // Without a predicate the scan yields every row of its files, so the manifests'
         // record counts are its exact row count (when no delete file applies).
         let whole_files = predicate.is_none();
-        let tasks = self
+        let mut tasks = self
             .table
             .plan_files_at(id, Some(columns), predicate)
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        if let Some(only) = &self.only {
+            tasks.retain(|t| only.contains(&t.data_file_path));
+        }
         let n = state.config().target_partitions().min(tasks.len()).max(1);
         // Largest files first, each to the partition with the fewest bytes so far.
         let mut groups: Vec<(u64, Vec<FileScanTask>)> = vec![(0, Vec::new()); n];
-        let mut tasks = tasks;
         tasks.sort_by_key(|t| std::cmp::Reverse(t.file_size_in_bytes));
         for t in tasks {
             if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {

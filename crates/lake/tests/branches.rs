@@ -581,3 +581,112 @@ async fn many_appends_keep_the_manifest_list_short() {
     sizes.sort_unstable_by(|a, b| b.cmp(a));
     assert_eq!(sizes, vec![256, 16, 16, 4, 4, 1, 1, 1, 1]);
 }
+
+#[tokio::test]
+async fn file_changes_carry_any_sum_from_one_snapshot_to_another() {
+    let c = Catalog::in_memory();
+    c.create_table("gold.daily", &schema(), &[PartitionField::identity("day")])
+        .await
+        .unwrap();
+    let append = |ids: std::ops::Range<i64>, day: &'static str| {
+        let c = c.clone();
+        async move {
+            c.append("gold.daily", "audit", &[batch(ids, day)], BTreeMap::new())
+                .await
+                .unwrap()
+                .snapshot_id
+        }
+    };
+    append(0..5, "2026-08-01").await;
+    let a = append(5..10, "2026-08-02").await;
+    append(10..12, "2026-08-03").await;
+    let day2 = lake::Struct::from_iter([Some(lake::Literal::string("2026-08-02"))]);
+    let b = c
+        .replace(
+            "gold.daily",
+            "audit",
+            &Replace::Partitions(vec![day2]),
+            &[batch(50..53, "2026-08-02")],
+            BTreeMap::new(),
+        )
+        .await
+        .unwrap()
+        .snapshot_id;
+    let whole = c
+        .replace(
+            "gold.daily",
+            "audit",
+            &Replace::All,
+            &[batch(70..72, "2026-08-01"), batch(80..81, "2026-08-04")],
+            BTreeMap::new(),
+        )
+        .await
+        .unwrap()
+        .snapshot_id;
+
+    let t = c.table("gold.daily").await.unwrap();
+    // Day 2's first file went and its replacement and day 3's file came.
+    let ab = t.file_changes(a, b).await.unwrap();
+    assert_eq!((ab.added.len(), ab.removed.len()), (2, 1), "{ab:?}");
+    let ba = t.file_changes(b, a).await.unwrap();
+    assert_eq!(
+        (ba.added, ba.removed),
+        (ab.removed.clone(), ab.added.clone())
+    );
+    assert!(t.file_changes(b, b).await.unwrap().added.is_empty());
+
+    let version = c.head().await.unwrap().version;
+    // (count, sum) of the table at one snapshot, or of the added or removed rows.
+    let figures = |rows: Vec<arrow_array::RecordBatch>| -> (i64, i64) {
+        let b = &rows[0];
+        let int = |i: usize| {
+            b.column(i)
+                .as_any()
+                .downcast_ref::<arrow_array::Int64Array>()
+                .map(|a| {
+                    if arrow_array::Array::is_null(a, 0) {
+                        0
+                    } else {
+                        a.value(0)
+                    }
+                })
+                .unwrap()
+        };
+        (int(0), int(1))
+    };
+    let sum_sql = |from: &str| format!("select count(*), sum(amount_minor) from {from}");
+    for (from, to) in [(a, b), (b, a), (a, whole), (whole, a), (b, whole), (b, b)] {
+        let at = |id: i64| {
+            let c = c.clone();
+            async move {
+                let sql = c.sql(Some(version), &At::Snapshot(id)).await.unwrap();
+                figures(sql.query(&sum_sql("gold.daily")).await.unwrap())
+            }
+        };
+        let changes = c
+            .sql_changes(version, &[("gold.daily", from, to)])
+            .await
+            .unwrap();
+        let added = figures(
+            changes
+                .query(&sum_sql(&format!("{}.gold.daily", lake::ADDED)))
+                .await
+                .unwrap(),
+        );
+        let removed = figures(
+            changes
+                .query(&sum_sql(&format!("{}.gold.daily", lake::REMOVED)))
+                .await
+                .unwrap(),
+        );
+        let (before, after) = (at(from).await, at(to).await);
+        assert_eq!(
+            (
+                before.0 + added.0 - removed.0,
+                before.1 + added.1 - removed.1
+            ),
+            after,
+            "{from} -> {to}: {before:?} + {added:?} - {removed:?}"
+        );
+    }
+}
