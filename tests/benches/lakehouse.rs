@@ -1675,10 +1675,6 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-// The allocator the `sugarshack` program uses, so lake is measured as it runs there.
-#[global_allocator]
-static ALLOCATOR: sugarshack::MiMalloc = sugarshack::MiMalloc;
-
 fn main() -> std::process::ExitCode {
     // As the CLI does: iceberg-rust builds errors it then discards while reading every file,
     // each capturing a backtrace when RUST_BACKTRACE is set. The machine line says which.

@@ -26,11 +26,6 @@ macro_rules! say_raw {
 mod output;
 mod progress;
 
-/// The memory allocator every program built on [`main`] (the binary, the end-to-end tests'
-/// copy of it, the bench) declares as its `#[global_allocator]`: glibc's malloc and free took
-/// a quarter of a daily run's CPU time.
-pub use mimalloc::MiMalloc;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 
