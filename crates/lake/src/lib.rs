@@ -7,9 +7,11 @@
 //! from their metadata location; writes to any branch (append, and copy-on-write replace by
 //! predicate, by partition or whole); refs (branches, tags, fast-forward, reset); commits that
 //! move many tables in one catalog version; reads at a ref, a snapshot or a catalog version;
-//! incremental reads between snapshots (snapshot ids as watermarks); point lookups by key that
-//! read only the row groups whose bloom filter may hold a key; SQL through DataFusion; and
-//! maintenance (snapshot expiry, orphan removal).
+//! incremental reads between snapshots (snapshot ids as watermarks); the data files added and
+//! removed between any two snapshots, readable by SQL, so a sum over a table can be carried from
+//! one snapshot to another; point lookups by key that read only the row groups whose bloom
+//! filter may hold a key; SQL through DataFusion; and maintenance (snapshot expiry, orphan
+//! removal).
 //!
 //! It does not know what the tables mean: no maple syrup, no audits, no publish policy. Those
 //! live in `shack`, which builds them from the pieces here.
