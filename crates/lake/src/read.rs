@@ -235,10 +235,9 @@ impl Table {
         })
     }
 
-    /// The paths of snapshot `id`'s live data files; [`LakeError::HasDeleteFiles`] when it has
-    /// delete files.
+    /// The paths of snapshot `id`'s live data files ([`Table::data_files`]);
+    /// [`LakeError::HasDeleteFiles`] when it has delete files.
     async fn live_data_paths(&self, id: i64) -> Result<BTreeSet<String>> {
-        let name = self.name().to_string();
         let list = self.manifest_list(id).await?;
         if list
             .entries()
@@ -246,22 +245,12 @@ impl Table {
             .any(|mf| mf.content != ManifestContentType::Data)
         {
             return Err(LakeError::HasDeleteFiles {
-                table: name,
+                table: self.name().to_string(),
                 snapshot_id: id,
             });
         }
-        let ice = |e: iceberg::Error| LakeError::iceberg(format!("listing files of {name}"), e);
-        let wanted: Vec<&ManifestFile> = list.entries().iter().collect();
-        let mut out = BTreeSet::new();
-        for m in self.catalog().manifests(&wanted).await.map_err(ice)? {
-            out.extend(
-                m.entries()
-                    .iter()
-                    .filter(|e| e.is_alive())
-                    .map(|e| e.data_file().file_path().to_string()),
-            );
-        }
-        Ok(out)
+        let files = self.data_files(&At::Snapshot(id)).await?;
+        Ok(files.iter().map(|f| f.file_path().to_string()).collect())
     }
 
     /// The snapshots of `branch` after `after` (exclusive) through `through` (inclusive;
