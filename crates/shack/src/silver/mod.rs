@@ -69,6 +69,7 @@
 //! ```
 
 pub(crate) mod boil;
+mod json;
 pub mod parse;
 pub mod tables;
 

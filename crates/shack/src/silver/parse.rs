@@ -11,7 +11,8 @@
 
 use chrono::{DateTime, NaiveDate};
 use serde::Serialize;
-use serde_json::Value;
+
+use super::json::{self, Json};
 
 /// Why silver could not use a bronze line. The string forms are what `silver.quarantine.reason`
 /// holds.
@@ -170,11 +171,11 @@ pub enum Field {
 
 impl Field {
     /// The value this field reads from `j`, when present and not null.
-    pub fn read<'a>(&self, j: &'a Value) -> Option<&'a Value> {
+    pub(crate) fn read<'a, 'j>(&self, j: &'a Json<'j>) -> Option<&'a Json<'j>> {
         match self {
             Field::Path(p) => at(j, p),
             Field::Coalesce(fields) => fields.iter().find_map(|f| f.read(j)),
-            Field::When { path, equals, then } => (at(j, path).and_then(Value::as_str)
+            Field::When { path, equals, then } => (at(j, path).and_then(Json::as_str)
                 == Some(*equals))
             .then(|| at(j, then))
             .flatten(),
@@ -182,10 +183,10 @@ impl Field {
     }
 }
 
-fn at<'a>(j: &'a Value, path: &[&str]) -> Option<&'a Value> {
+fn at<'a, 'j>(j: &'a Json<'j>, path: &[&str]) -> Option<&'a Json<'j>> {
     let mut v = j;
     for key in path {
-        v = v.as_object()?.get(*key)?;
+        v = v.get(key)?;
     }
     (!v.is_null()).then_some(v)
 }
@@ -312,8 +313,8 @@ pub struct PaymentEvent {
     pub created_at_us: i64,
 }
 
-fn nonempty_str(v: Option<&Value>) -> Option<&str> {
-    v.and_then(Value::as_str).filter(|s| !s.trim().is_empty())
+fn nonempty_str<'a>(v: Option<&'a Json<'_>>) -> Option<&'a str> {
+    v.and_then(Json::as_str).filter(|s| !s.trim().is_empty())
 }
 
 fn accepted(list: &[&'static str], s: &str) -> Option<&'static str> {
@@ -324,8 +325,8 @@ fn accepted(list: &[&'static str], s: &str) -> Option<&'static str> {
 const MIN_EPOCH_S: i64 = 946_684_800;
 const MAX_EPOCH_S: i64 = 4_102_444_800;
 
-fn json_object(raw: &str) -> Result<Value, Reason> {
-    serde_json::from_str::<Value>(raw).map_err(|_| Reason::UnparseableJson)
+fn json_object(raw: &str) -> Result<Json<'_>, Reason> {
+    json::parse(raw).map_err(|_| Reason::UnparseableJson)
 }
 
 /// Read one `bronze.payments` line. `raw_is_utf8` is false when bronze flagged the line's bytes
@@ -355,20 +356,20 @@ fn payment(raw: &str, raw_is_utf8: bool, parsers: &Parsers) -> Result<PaymentEve
     };
     let event_id = nonempty_str(at(&j, &["id"])).ok_or(Reason::MissingEnvelope)?;
     let created = at(&j, &["created"])
-        .and_then(Value::as_i64)
+        .and_then(Json::as_i64)
         .filter(|c| (MIN_EPOCH_S..MAX_EPOCH_S).contains(c))
         .ok_or(Reason::MissingEnvelope)?;
     let order_id = nonempty_str(parser.order_id.read(&j)).ok_or(Reason::MissingOrderId)?;
     let amount = parser
         .amount
         .read(&j)
-        .and_then(Value::as_i64)
+        .and_then(Json::as_i64)
         .filter(|a| (1..=MAX_AMOUNT_MINOR).contains(a))
         .ok_or(Reason::BadAmount)?;
     let currency = parser
         .currency
         .read(&j)
-        .and_then(Value::as_str)
+        .and_then(Json::as_str)
         .and_then(|c| accepted(&CURRENCIES, &c.to_ascii_lowercase()))
         .ok_or(Reason::UnknownCurrency)?;
     let refund_id = nonempty_str(parser.refund_id.read(&j));
@@ -412,7 +413,7 @@ pub struct OrderChange {
     pub is_deleted: bool,
 }
 
-fn instant_us(v: Option<&Value>) -> Option<i64> {
+fn instant_us(v: Option<&Json<'_>>) -> Option<i64> {
     let s = v?.as_str()?;
     let t = DateTime::parse_from_rfc3339(s).ok()?;
     let secs = t.timestamp();
@@ -439,11 +440,11 @@ fn order(raw: &str, raw_is_utf8: bool) -> Result<OrderChange, Reason> {
     }
     let op = nonempty_str(at(&j, &["op"])).ok_or(Reason::MissingEnvelope)?;
     let ts_ms = at(&j, &["ts_ms"])
-        .and_then(Value::as_i64)
+        .and_then(Json::as_i64)
         .filter(|t| (MIN_EPOCH_S * 1000..MAX_EPOCH_S * 1000).contains(t))
         .ok_or(Reason::MissingEnvelope)?;
     let lsn = at(&j, &["lsn"])
-        .and_then(Value::as_i64)
+        .and_then(Json::as_i64)
         .filter(|l| *l >= 0)
         .ok_or(Reason::MissingLsn)?;
     let (op, image) = match op {
@@ -458,15 +459,15 @@ fn order(raw: &str, raw_is_utf8: bool) -> Result<OrderChange, Reason> {
     let order_id = nonempty_str(at(row, &["order_id"])).ok_or(Reason::MissingOrderId)?;
     let customer_id = nonempty_str(at(row, &["customer_id"])).ok_or(Reason::MissingCustomerId)?;
     let status = at(row, &["status"])
-        .and_then(Value::as_str)
+        .and_then(Json::as_str)
         .and_then(|s| accepted(&STATUSES, s))
         .ok_or(Reason::UnknownStatus)?;
     let currency = at(row, &["currency"])
-        .and_then(Value::as_str)
+        .and_then(Json::as_str)
         .and_then(|c| accepted(&CURRENCIES, &c.to_ascii_lowercase()))
         .ok_or(Reason::UnknownCurrency)?;
     let total = at(row, &["total_minor"])
-        .and_then(Value::as_i64)
+        .and_then(Json::as_i64)
         .filter(|t| (0..=MAX_AMOUNT_MINOR).contains(t))
         .ok_or(Reason::BadTotal)?;
     let ship_region = nonempty_str(at(row, &["ship_region"])).ok_or(Reason::MissingShipRegion)?;
@@ -1085,6 +1086,33 @@ mod tests {
                 (v, "two lines in one")
             }
         }
+    }
+
+    /// The borrowed tree the parsers read answers every lookup as `serde_json::Value` would,
+    /// on the valid lines and on every malformed variant the fuzz test makes of them.
+    #[test]
+    fn fuzzed_lines_parse_as_serde_json_values_do() {
+        let bases = [V1_CHARGE, V1_REFUND, V2_CHARGE, V2_REFUND, ORDER_C, ORDER_D];
+        let mut rng = Mix(0x0DD_BA11);
+        let (mut parsed, mut refused) = (0usize, 0usize);
+        for round in 0..20_000 {
+            let base = bases[round % bases.len()];
+            let bytes = if round < bases.len() {
+                base.as_bytes().to_vec()
+            } else {
+                mutate(&mut rng, base).0
+            };
+            let raw = String::from_utf8_lossy(&bytes);
+            match (json::parse(&raw), serde_json::from_str::<serde_json::Value>(&raw)) {
+                (Ok(j), Ok(v)) => {
+                    assert!(json::tests::same(&j, &v), "{raw}: {j:?} vs {v:?}");
+                    parsed += 1;
+                }
+                (Err(_), Err(_)) => refused += 1,
+                (j, v) => panic!("{raw:?}: borrowed {j:?}, serde_json {v:?}"),
+            }
+        }
+        assert!(parsed > 1_000 && refused > 1_000, "{parsed} parsed, {refused} refused");
     }
 
     #[test]
