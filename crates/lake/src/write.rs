@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use arrow_array::{Array, BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::spec::{
     DataFile, DataFileFormat, Datum, FieldSummary, Literal, ManifestContentType, ManifestFile,
@@ -452,12 +452,34 @@ impl Table {
                         .push(part);
                 }
             }
-            for (_, (key, parts)) in groups {
-                let mut w = builder.build(Some(key)).await.map_err(ice)?;
-                for p in parts {
-                    w.write(p).await.map_err(ice)?;
-                }
-                out.extend(w.close().await.map_err(ice)?);
+            // Each partition's file is encoded on a task of its own, as many at once as the
+            // read side uses, so a write that spans many partitions (a full build, a replay)
+            // encodes on every core; the files come back in partition order.
+            let builder = Arc::new(builder);
+            let mut written = futures::stream::iter(groups.into_values())
+                .map(|(key, parts)| {
+                    let builder = builder.clone();
+                    let ctx = format!("writing data files of {name}");
+                    async move {
+                        let task = tokio::spawn(async move {
+                            let mut w = builder.build(Some(key)).await?;
+                            for p in parts {
+                                w.write(p).await?;
+                            }
+                            w.close().await
+                        });
+                        match task.await {
+                            Ok(Ok(files)) => Ok(files),
+                            Ok(Err(e)) => Err(LakeError::iceberg(ctx, e)),
+                            Err(e) => Err(LakeError::Other(format!(
+                                "{ctx}: a writing task failed: {e}"
+                            ))),
+                        }
+                    }
+                })
+                .buffered(crate::read::read_parallelism());
+            while let Some(files) = written.try_next().await? {
+                out.extend(files);
             }
         }
         Ok(out)
