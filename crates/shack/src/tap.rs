@@ -548,8 +548,10 @@ pub async fn tap(
             data_files: Vec::new(),
         };
         progress.message(&format!("tapping {source}"));
-        for (f, previous_sha256) in files {
-            let d = lines::digest(&f.path)?;
+        let paths: Vec<&std::path::Path> = files.iter().map(|(f, _)| f.path.as_path()).collect();
+        let digests = lines::digest_all(&paths);
+        for ((f, previous_sha256), d) in files.into_iter().zip(digests) {
+            let d = d?;
             if previous_sha256.as_deref() == Some(d.sha256.as_str()) {
                 // Touched, not changed: the recorded bytes.
                 progress.inc(1);

@@ -1103,7 +1103,10 @@ mod tests {
                 mutate(&mut rng, base).0
             };
             let raw = String::from_utf8_lossy(&bytes);
-            match (json::parse(&raw), serde_json::from_str::<serde_json::Value>(&raw)) {
+            match (
+                json::parse(&raw),
+                serde_json::from_str::<serde_json::Value>(&raw),
+            ) {
                 (Ok(j), Ok(v)) => {
                     assert!(json::tests::same(&j, &v), "{raw}: {j:?} vs {v:?}");
                     parsed += 1;
@@ -1112,7 +1115,10 @@ mod tests {
                 (j, v) => panic!("{raw:?}: borrowed {j:?}, serde_json {v:?}"),
             }
         }
-        assert!(parsed > 1_000 && refused > 1_000, "{parsed} parsed, {refused} refused");
+        assert!(
+            parsed > 1_000 && refused > 1_000,
+            "{parsed} parsed, {refused} refused"
+        );
     }
 
     #[test]
