@@ -158,26 +158,17 @@ impl Table {
                 let catalog = catalog.clone();
                 let wanted = wanted.clone();
                 let ctx = read_ctx.clone();
-                async move {
-                    let handle = tokio::spawn(async move {
-                        if plain(&task)
-                            && let Some(batches) = read_plain(&catalog, &task, &wanted).await?
-                        {
-                            return Ok(batches);
-                        }
-                        let stream = reader
-                            .read(Box::pin(futures::stream::iter([Ok(task)])))?
-                            .stream();
-                        stream.try_collect::<Vec<RecordBatch>>().await
-                    });
-                    match handle.await {
-                        Ok(Ok(batches)) => Ok(batches),
-                        Ok(Err(e)) => Err(LakeError::iceberg(ctx, e)),
-                        Err(e) => Err(LakeError::Other(format!(
-                            "{ctx}: a reading task failed: {e}"
-                        ))),
+                on_task(ctx, async move {
+                    if plain(&task)
+                        && let Some(batches) = read_plain(&catalog, &task, &wanted).await?
+                    {
+                        return Ok(batches);
                     }
-                }
+                    let stream = reader
+                        .read(Box::pin(futures::stream::iter([Ok(task)])))?
+                        .stream();
+                    stream.try_collect::<Vec<RecordBatch>>().await
+                })
             })
             .buffered(read_parallelism());
         Ok(Box::pin(
@@ -390,9 +381,22 @@ impl Table {
 /// each paying the per-batch costs of the reader and of whoever consumes it).
 const READ_BATCH_ROWS: usize = 8192;
 
-/// How many data files a read decodes at once: one per core, or `LAKE_READ_PARALLELISM` when
-/// set to a number (1 reads one file at a time, as on one core: for measuring and for hosts
-/// where a read must not take every core). Decided once per process: the core count is read
+/// Run `work` on a task of its own (on another core when one is free) and wait for it: its error
+/// is named by `ctx`, and a task that panicked or was cancelled is an error too.
+pub(crate) async fn on_task<T: Send + 'static>(
+    ctx: String,
+    work: impl std::future::Future<Output = iceberg::Result<T>> + Send + 'static,
+) -> Result<T> {
+    match tokio::spawn(work).await {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(LakeError::iceberg(ctx, e)),
+        Err(e) => Err(LakeError::Other(format!("{ctx}: its task failed: {e}"))),
+    }
+}
+
+/// How many data files a read decodes, and a partitioned write encodes, at once: one per core,
+/// or `LAKE_READ_PARALLELISM` when set to a number (1 reads and writes one file at a time, as on
+/// one core: for measuring and for hosts where lake must not take every core). Decided once per process: the core count is read
 /// from the cgroup files, too slow to do for every read.
 pub(crate) fn read_parallelism() -> usize {
     static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

@@ -459,23 +459,13 @@ impl Table {
             let mut written = futures::stream::iter(groups.into_values())
                 .map(|(key, parts)| {
                     let builder = builder.clone();
-                    let ctx = format!("writing data files of {name}");
-                    async move {
-                        let task = tokio::spawn(async move {
-                            let mut w = builder.build(Some(key)).await?;
-                            for p in parts {
-                                w.write(p).await?;
-                            }
-                            w.close().await
-                        });
-                        match task.await {
-                            Ok(Ok(files)) => Ok(files),
-                            Ok(Err(e)) => Err(LakeError::iceberg(ctx, e)),
-                            Err(e) => Err(LakeError::Other(format!(
-                                "{ctx}: a writing task failed: {e}"
-                            ))),
+                    crate::read::on_task(format!("writing data files of {name}"), async move {
+                        let mut w = builder.build(Some(key)).await?;
+                        for p in parts {
+                            w.write(p).await?;
                         }
-                    }
+                        w.close().await
+                    })
                 })
                 .buffered(crate::read::read_parallelism());
             while let Some(files) = written.try_next().await? {

@@ -47,6 +47,7 @@ pub mod gold;
 pub mod grade;
 mod layer;
 mod lines;
+mod par;
 pub mod publish;
 mod run;
 pub mod season;

@@ -63,30 +63,11 @@ pub(crate) fn digest(path: &Path) -> Result<FileDigest> {
     })
 }
 
-/// [`digest`] of every path, in order, the files shared out over one scoped thread per core
-/// (a tap of a whole season hashes thousands of small files). Each answer stands alone: a file
-/// that cannot be read is an error in its own place.
+/// [`digest`] of every path, in order, the files shared out over the cores (a tap of a whole
+/// season hashes thousands of small files). Each answer stands alone: a file that cannot be read
+/// is an error in its own place.
 pub(crate) fn digest_all(paths: &[&Path]) -> Vec<Result<FileDigest>> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = cores.min(paths.len() / 16).max(1);
-    if threads == 1 {
-        return paths.iter().map(|p| digest(p)).collect();
-    }
-    let chunk = paths.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = paths
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(|p| digest(p)).collect::<Vec<_>>()))
-            .collect();
-        let mut out = Vec::with_capacity(paths.len());
-        for h in handles {
-            match h.join() {
-                Ok(d) => out.extend(d),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        out
-    })
+    crate::par::map_in_order(paths, 16, |p| digest(p))
 }
 
 /// The lines of a file, one at a time, hashing the bytes as they go by so the caller can check

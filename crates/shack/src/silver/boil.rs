@@ -643,11 +643,10 @@ enum Line {
 /// Lines per thread below which parsing stays on the calling thread.
 const PARSE_CHUNK_MIN: usize = 8_192;
 
-/// Read every line of one source, in order. Parsing is a pure function of each line, so a large
-/// read is cut into one contiguous chunk per core, parsed on scoped threads, and put back in
-/// order: the outcome is the same as one line at a time.
+/// Read every line of one source, in order: parsing is a pure function of each line, so a large
+/// read is parsed on every core ([`crate::par::map_in_order`]) with the sequential outcome.
 fn parse_lines(source: Source, rows: &[BronzeRow], parsers: &Parsers) -> Vec<Line> {
-    let one = |row: &BronzeRow| {
+    crate::par::map_in_order(rows, PARSE_CHUNK_MIN, |row| {
         let utf8 = row.raw_bytes.is_none();
         match source {
             Source::Payments => Line::Payment(parse::parse_payment(&row.raw, utf8, parsers)),
@@ -655,28 +654,6 @@ fn parse_lines(source: Source, rows: &[BronzeRow], parsers: &Parsers) -> Vec<Lin
             Source::FxRates => Line::Fx(parse::parse_fx(&row.raw, utf8)),
             Source::Settlements => Line::Settlement(parse::parse_settlement(&row.raw, utf8)),
         }
-    };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = cores.min(rows.len() / PARSE_CHUNK_MIN).max(1);
-    if threads == 1 {
-        return rows.iter().map(one).collect();
-    }
-    let chunk = rows.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = rows
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(one).collect::<Vec<Line>>()))
-            .collect();
-        let mut out = Vec::with_capacity(rows.len());
-        for h in handles {
-            match h.join() {
-                Ok(lines) => out.extend(lines),
-                // A parser never panics (the fuzz tests hold it to that); if one did, the panic
-                // goes on as it would have on this thread.
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        out
     })
 }
 
