@@ -100,10 +100,13 @@ enum Command {
         #[arg(long, value_parser = parse_through)]
         through: chrono::DateTime<chrono::Utc>,
         /// Remove unnamed files (a crashed run's debris) only once older than this: `0s`, `90s`,
-        /// `15m`, `1h`. The default, zero, suits the embedded lake with one writer: the next tap
-        /// clears a crash's debris first. On a lake that several writers share, give a grace
-        /// longer than any run (say `1h`); even at zero the lake refuses to commit a snapshot
-        /// whose data files a sweep removed, so nothing is ever lost silently.
+        /// `15m`, `1h`. The default, zero, clears a crash's debris at the next tap. Runs and taps
+        /// mark their work in the catalog, and a sweep keeps every file written since a run or
+        /// tap that is still going began (one on this machine while its process lives, one
+        /// elsewhere for an hour), so runs sharing a lake do not sweep each other's files. Other
+        /// writers of a shared lake (the lake library, `boil`, `finish`) mark nothing: give a
+        /// grace longer than they take (say `1h`): at zero, one of them may find its files gone
+        /// (the lake checks that a commit's data files exist just before it commits).
         #[arg(long, default_value = "0s", value_parser = parse_duration)]
         orphan_grace: std::time::Duration,
         #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -1472,10 +1475,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 say!("kept     {location} (not a table location this warehouse owns: never swept)");
             }
             say!(
-                "removed {} orphan files; {} unreachable files wait out the {}-minute grace (counted from when a sweep first saw them unreachable)",
+                "removed {} orphan files; {} unreachable files wait out the {}-minute grace (counted from when a sweep first saw them unreachable) or a writer still at work ({} of them)",
                 report.total(),
                 report.waiting,
-                orphan_grace_minutes
+                orphan_grace_minutes,
+                report.at_work
             );
         }
         Command::Expire {

@@ -335,8 +335,8 @@ impl ObjectStore for FaultyStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        let listed = self.inner.list(prefix);
-        self.faulty_list(prefix, listed)
+        let (inner, owned) = (Arc::clone(&self.inner), prefix.cloned());
+        self.faulty_list(prefix, move || inner.list(owned.as_ref()))
     }
 
     fn list_with_offset(
@@ -344,8 +344,10 @@ impl ObjectStore for FaultyStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        let listed = self.inner.list_with_offset(prefix, offset);
-        self.faulty_list(prefix, listed)
+        let (inner, owned, offset) = (Arc::clone(&self.inner), prefix.cloned(), offset.clone());
+        self.faulty_list(prefix, move || {
+            inner.list_with_offset(owned.as_ref(), &offset)
+        })
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
@@ -365,18 +367,20 @@ impl ObjectStore for FaultyStore {
 }
 
 impl FaultyStore {
+    /// `list` (made only when the listing starts: a held listing sees what was written while
+    /// it waited, as a store listing lazily would) with the fault a rule gives it.
     fn faulty_list(
         &self,
         prefix: Option<&Path>,
-        listed: BoxStream<'static, Result<ObjectMeta>>,
+        list: impl FnOnce() -> BoxStream<'static, Result<ObjectMeta>> + Send + 'static,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
         let path = prefix.map(|p| p.to_string()).unwrap_or_default();
         match self.take(Op::List, &path) {
-            None => listed,
+            None => list(),
             Some(Fault::FailBefore) => {
                 stream::once(async move { Err(injected(Op::List, &path, "before")) }).boxed()
             }
-            Some(Fault::FailAfter) => listed
+            Some(Fault::FailAfter) => list()
                 .chain(stream::once(async move {
                     Err(injected(Op::List, &path, "after"))
                 }))
@@ -385,7 +389,7 @@ impl FaultyStore {
                 let held = async move {
                     // Slow or paused: wait, then list (these faults never fail).
                     let _ = apply(Some(fault), Op::List, &path, async { Ok(()) }).await;
-                    listed
+                    list()
                 };
                 stream::once(held).flatten().boxed()
             }

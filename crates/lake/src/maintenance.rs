@@ -26,6 +26,18 @@
 //! expiry, a dropped table, a version expired by another process), not only version expiry; a
 //! lost or unreadable ledger only restarts the clocks, so files wait longer, never less.
 //!
+//! **Writers at work**: whatever the grace, a file written since the earliest work marker
+//! whose writer may still be running (see the `work` module: held by this process, a live
+//! process on this machine, or within [`crate::WORK_LEASE_MS`] of its writing when that cannot
+//! be told) is kept: it may be that writer's, not yet committed. And the sweep lists the
+//! table folders before it reads the work markers and the catalog log a second time, so a
+//! file that a writer wrote and committed while the sweep was reading is reachable, and a file
+//! written after the listing is not seen at all. With a zero grace, what is left to chance is
+//! a writer that marks no work, writes a file before the listing and commits after the
+//! second read: its commit then fails on the missing file (commits check that every file
+//! they add exists), unless the sweep's delete falls between that check and the commit. Mark
+//! the work, or give a grace.
+//!
 //! **Watermarks**: a consumer records how far it read a source table in its snapshot summary,
 //! `sugarshack.watermark.<namespace>.<table>` = the source's snapshot id ([`watermark_key`]).
 //! Expiring a table keeps every snapshot a ref head of any table names that way, and every
@@ -671,7 +683,11 @@ pub struct OrphanReport {
     /// Unreachable files kept because the grace period has not passed since they were first
     /// seen unreachable, or since they were written.
     pub too_young: usize,
-    /// Unreachable files the ledger holds after this pass, waiting out the grace period.
+    /// Unreachable files kept because they were written after a writer that may still be at
+    /// work began (they may be its files, not yet committed).
+    pub at_work: usize,
+    /// Unreachable files the ledger holds after this pass, waiting out the grace period or
+    /// the writer at work.
     pub waiting: usize,
     /// Files some kept catalog version reaches.
     pub reachable: usize,
@@ -684,6 +700,23 @@ impl OrphanReport {
     /// How many files were removed in all.
     pub fn total(&self) -> usize {
         self.removed.values().map(|v| v.len()).sum()
+    }
+}
+
+/// [`LakeError::UnreadableReach`] when anything a kept version names could not be read.
+fn unreadable_reach(reach: &Reachability) -> Result<()> {
+    match reach.unreadable.first() {
+        None => Ok(()),
+        Some(first) => Err(LakeError::UnreadableReach {
+            count: reach.unreadable.len(),
+            first: format!(
+                "{} {} of {}: {}",
+                first.kind.as_str(),
+                first.location,
+                first.table,
+                first.detail
+            ),
+        }),
     }
 }
 
@@ -750,22 +783,14 @@ impl Catalog {
     /// under the warehouse are swept, never the catalog's folder nor `landing/` or `truth/`.
     /// When any metadata, manifest list or manifest a kept version names cannot be read, what
     /// it names is unknown and nothing is deleted.
+    ///
+    /// Files written since a writer that may still be at work began are kept too, and files a
+    /// writer commits while the sweep runs are not taken for orphans (see the module docs).
     pub async fn remove_orphans(&self, now_ms: i64, grace_ms: i64) -> Result<OrphanReport> {
         let stores = self.stores();
         let versions = self.log().await?;
-        let reach = self.reachable(&versions).await?;
-        if let Some(first) = reach.unreadable.first() {
-            return Err(LakeError::UnreadableReach {
-                count: reach.unreadable.len(),
-                first: format!(
-                    "{} {} of {}: {}",
-                    first.kind.as_str(),
-                    first.location,
-                    first.table,
-                    first.detail
-                ),
-            });
-        }
+        let mut reach = self.reachable(&versions).await?;
+        unreadable_reach(&reach)?;
         let warehouse = ObjectKey::of(stores, self.warehouse_url())?;
         let mut fenced = vec![ObjectKey::of(stores, self.catalog_url())?];
         for d in NEVER_SWEPT {
@@ -792,15 +817,37 @@ impl Catalog {
             let names: Vec<&str> = tables.iter().map(String::as_str).collect();
             dirs.push((key, store, names.join(",")));
         }
-        let ledger = self.read_ledger().await?;
-        let mut next_ledger: BTreeMap<String, i64> = BTreeMap::new();
-        let mut listed_done: HashSet<ObjectKey> = HashSet::new();
+        // List first; then who is at work, then what was committed meanwhile (the order is
+        // what makes the sweep safe for a writer at work: see the module docs).
+        let mut listed = Vec::with_capacity(dirs.len());
         for (dir, store, owners) in &dirs {
             let metas: Vec<object_store::ObjectMeta> = store
                 .list(Some(&dir.path))
                 .try_collect()
                 .await
                 .map_err(|e| LakeError::store(dir.to_string(), e))?;
+            listed.push((dir, store, owners, metas));
+        }
+        let at_work_since = self.at_work_since(now_ms).await?;
+        let last = versions.last().map_or(0, |v| v.version);
+        let since: Vec<CatalogVersion> = self
+            .log()
+            .await?
+            .into_iter()
+            .filter(|v| v.version > last)
+            .collect();
+        if !since.is_empty() {
+            let more = self.reachable(&since).await?;
+            unreadable_reach(&more)?;
+            for (key, r) in more.files {
+                reach.add(key, r);
+            }
+        }
+        report.reachable = reach.files.len();
+        let ledger = self.read_ledger().await?;
+        let mut next_ledger: BTreeMap<String, i64> = BTreeMap::new();
+        let mut listed_done: HashSet<ObjectKey> = HashSet::new();
+        for (dir, store, owners, metas) in listed {
             for m in metas {
                 let key = ObjectKey {
                     root: dir.root.clone(),
@@ -816,6 +863,11 @@ impl Catalog {
                 let id = key.to_string();
                 let first_seen = ledger.get(&id).copied().unwrap_or(now_ms).min(now_ms);
                 let written_ms = m.last_modified.timestamp_millis();
+                if at_work_since.is_some_and(|t| written_ms >= t) {
+                    report.at_work += 1;
+                    next_ledger.insert(id, first_seen);
+                    continue;
+                }
                 if now_ms - first_seen < grace_ms || now_ms - written_ms < grace_ms {
                     report.too_young += 1;
                     next_ledger.insert(id, first_seen);

@@ -4,23 +4,170 @@
 //! catalog version names) and only then pays for an orphan sweep.
 //!
 //! A marker is one small object `<catalog>/work/<name>`; the catalog folder is never swept.
+//!
+//! ## Who may still be at work
+//! A marker also says who began the work: the machine (its host name and boot id, read on
+//! Linux), the process id and the process's start time. The orphan sweep
+//! ([`Catalog::remove_orphans`]) keeps every unnamed file written since the earliest marker
+//! whose writer may still be at work: such a file may be that writer's, written and not yet
+//! committed, and removing it would leave its commit naming a file that is gone. A marker's
+//! writer is at work when
+//! - this process began it and still holds its [`WorkMark`] (a work that failed drops it and is
+//!   over, though its marker stays for the next writer to find);
+//! - it was begun on this machine by another process that is still running (the same process id
+//!   with the same start time, read from `/proc`);
+//! - it cannot be told (another machine, a system without `/proc`, a marker without an owner):
+//!   for [`WORK_LEASE_MS`] after the marker was written.
+//!
+//! Two containers that share a host name and a kernel but not their process ids would misjudge
+//! each other's markers; give such writers distinct host names.
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, OnceLock};
 
 use bytes::Bytes;
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
 use crate::error::{LakeError, Result};
 use crate::storage;
+
+/// How long a marker whose writer cannot be checked counts as at work (one hour, in ms).
+pub const WORK_LEASE_MS: i64 = 3_600_000;
+
+/// Markers this process began and still holds, by location.
+static HELD: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+fn held() -> std::sync::MutexGuard<'static, BTreeSet<String>> {
+    // A panic while the set was locked cannot leave it half-changed (one insert or remove).
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Work this process has begun ([`Catalog::begin_work`]). While it is held the orphan sweep
+/// treats the work as running; dropping it (the work finished, or failed and gave up) ends that
+/// in this process. Taking the marker back out of the catalog is [`Catalog::end_work`].
+#[derive(Debug)]
+#[must_use = "the work counts as running only while its mark is held"]
+pub struct WorkMark {
+    name: String,
+    location: String,
+}
+
+impl WorkMark {
+    /// The marker's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for WorkMark {
+    fn drop(&mut self) {
+        held().remove(&self.location);
+    }
+}
+
+/// Who began a work: what a marker holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Owner {
+    /// Host name and boot id (`None` where they cannot be read).
+    machine: Option<String>,
+    pid: u32,
+    /// The process's start time in clock ticks since boot (`None` where it cannot be read).
+    pid_start: Option<u64>,
+}
+
+fn me() -> &'static Owner {
+    static ME: OnceLock<Owner> = OnceLock::new();
+    ME.get_or_init(|| {
+        let pid = std::process::id();
+        Owner {
+            machine: machine(),
+            pid,
+            pid_start: process_start(pid),
+        }
+    })
+}
+
+fn machine() -> Option<String> {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let host = read("/proc/sys/kernel/hostname")?;
+    let boot = read("/proc/sys/kernel/random/boot_id")?;
+    (!host.is_empty() && !boot.is_empty()).then(|| format!("{host}/{boot}"))
+}
+
+/// A process's start time (field 22 of `/proc/<pid>/stat`), `None` when it is not running or
+/// cannot be read.
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces or ')'.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Is process `pid` (started at `start`) running on this machine? `None`: cannot tell.
+fn running(pid: u32, start: Option<u64>) -> Option<bool> {
+    if !std::path::Path::new("/proc/self/stat").exists() {
+        return None;
+    }
+    match (process_start(pid), start) {
+        (None, _) => Some(false),
+        (Some(now), Some(then)) => Some(now == then),
+        (Some(_), None) => Some(true),
+    }
+}
+
+/// May the writer of a marker still be at work? (See the module docs.)
+fn at_work(
+    held: bool,
+    owner: Option<&Owner>,
+    written_ms: i64,
+    now_ms: i64,
+    me: &Owner,
+    running: impl Fn(u32, Option<u64>) -> Option<bool>,
+) -> bool {
+    if held {
+        return true;
+    }
+    let leased = now_ms - written_ms < WORK_LEASE_MS;
+    match owner {
+        Some(o) if o.machine.is_some() && o.machine == me.machine => {
+            if o.pid == me.pid && o.pid_start == me.pid_start {
+                false
+            } else {
+                running(o.pid, o.pid_start).unwrap_or(leased)
+            }
+        }
+        _ => leased,
+    }
+}
 
 impl Catalog {
     fn work_dir(&self) -> String {
         storage::join(self.catalog_url(), "work")
     }
 
-    /// Mark work `name` as begun (`name`: letters, digits, `-`, `_` and `.`).
-    pub async fn begin_work(&self, name: &str) -> Result<()> {
+    /// Mark work `name` as begun (`name`: letters, digits, `-`, `_` and `.`). The marker says
+    /// who began it; the returned [`WorkMark`] says, while this process holds it, that the work
+    /// is still running.
+    pub async fn begin_work(&self, name: &str) -> Result<WorkMark> {
         check_name(name)?;
-        let at = storage::join(&self.work_dir(), name);
-        storage::put(self.stores(), &at, Bytes::from_static(b"begun\n")).await
+        let location = storage::join(&self.work_dir(), name);
+        let owner = serde_json::to_vec(me())
+            .map_err(|e| LakeError::Other(format!("writing work marker {name}: {e}")))?;
+        // Held before the marker exists, so a sweep in this process never sees it unheld.
+        held().insert(location.clone());
+        let mark = WorkMark {
+            name: name.to_string(),
+            location,
+        };
+        storage::put(self.stores(), &mark.location, Bytes::from(owner)).await?;
+        Ok(mark)
     }
 
     /// Take back the marker of work `name` (finished); a marker that is gone is not an error.
@@ -41,6 +188,40 @@ impl Catalog {
             .collect();
         names.sort();
         Ok(names)
+    }
+
+    /// When the earliest marker whose writer may still be at work was written (ms since the
+    /// epoch, the store's clock), `None` when no writer may be.
+    pub(crate) async fn at_work_since(&self, now_ms: i64) -> Result<Option<i64>> {
+        let dir = self.work_dir();
+        let (store, path) = self.stores().resolve(&dir)?;
+        let metas: Vec<object_store::ObjectMeta> = store
+            .list(Some(&path))
+            .try_collect()
+            .await
+            .map_err(|e| LakeError::store(dir.as_str(), e))?;
+        let mut since: Option<i64> = None;
+        for m in metas {
+            let Some(name) = m.location.filename().filter(|n| check_name(n).is_ok()) else {
+                continue;
+            };
+            let location = storage::join(&dir, name);
+            let written_ms = m.last_modified.timestamp_millis();
+            let is_held = held().contains(&location);
+            let owner = if is_held {
+                None
+            } else {
+                // Gone since the listing: that work has ended.
+                let Some(bytes) = storage::read_optional(self.stores(), &location).await? else {
+                    continue;
+                };
+                serde_json::from_slice::<Owner>(&bytes).ok()
+            };
+            if at_work(is_held, owner.as_ref(), written_ms, now_ms, me(), running) {
+                since = Some(since.map_or(written_ms, |s| s.min(written_ms)));
+            }
+        }
+        Ok(since)
     }
 }
 
@@ -69,8 +250,8 @@ mod tests {
         let c =
             Catalog::open_local(dir.path().join("cat alog"), dir.path().join("wh")).expect("open");
         assert!(c.unfinished_work().await.expect("list").is_empty());
-        c.begin_work("run-1").await.expect("begin");
-        c.begin_work("run-2").await.expect("begin");
+        let _one = c.begin_work("run-1").await.expect("begin");
+        let _two = c.begin_work("run-2").await.expect("begin");
         assert_eq!(c.unfinished_work().await.expect("list"), ["run-1", "run-2"]);
         c.end_work("run-1").await.expect("end");
         c.end_work("run-1").await.expect("ending twice is fine");
@@ -79,5 +260,86 @@ mod tests {
         assert!(c.begin_work("").await.is_err());
         // Markers are not catalog versions.
         assert_eq!(c.log().await.expect("log").len(), 0);
+    }
+
+    #[tokio::test]
+    async fn work_held_by_this_process_is_at_work_until_its_mark_is_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = Catalog::open_local(dir.path().join("c"), dir.path().join("wh")).expect("open");
+        let now = chrono::Utc::now().timestamp_millis() + 1_000;
+        assert_eq!(c.at_work_since(now).await.expect("none"), None);
+        let mark = c.begin_work("run-1").await.expect("begin");
+        let since = c.at_work_since(now).await.expect("held");
+        assert!(since.is_some_and(|t| t <= now), "{since:?}");
+        drop(mark);
+        // Its marker stays (the work never ended), but on this machine this process is known
+        // to be past it. Elsewhere (no /proc) it counts as at work for the lease.
+        assert_eq!(c.unfinished_work().await.expect("list"), ["run-1"]);
+        let after = c.at_work_since(now).await.expect("dropped");
+        if me().machine.is_some() {
+            assert_eq!(after, None);
+        } else {
+            assert_eq!(after, since);
+        }
+    }
+
+    #[test]
+    fn who_is_at_work() {
+        let me = Owner {
+            machine: Some("here/boot".into()),
+            pid: 10,
+            pid_start: Some(100),
+        };
+        let other = |machine: Option<&str>, pid, pid_start| Owner {
+            machine: machine.map(str::to_string),
+            pid,
+            pid_start,
+        };
+        let now = 10 * WORK_LEASE_MS;
+        let fresh = now - 1_000;
+        let old = now - WORK_LEASE_MS - 1;
+        let alive = |pid: u32, _: Option<u64>| Some(pid == 11);
+        let unknown = |_: u32, _: Option<u64>| None;
+        // Held by this process: at work, whatever the marker says.
+        assert!(at_work(true, None, old, now, &me, alive));
+        // This process's own marker, not held: its work has stopped.
+        assert!(!at_work(false, Some(&me), fresh, now, &me, alive));
+        // Another process here: as it runs or not; when that cannot be told, by the lease.
+        let eleven = other(Some("here/boot"), 11, Some(5));
+        let twelve = other(Some("here/boot"), 12, Some(5));
+        assert!(at_work(false, Some(&eleven), old, now, &me, alive));
+        assert!(!at_work(false, Some(&twelve), fresh, now, &me, alive));
+        assert!(at_work(false, Some(&twelve), fresh, now, &me, unknown));
+        assert!(!at_work(false, Some(&twelve), old, now, &me, unknown));
+        // Our pid from an earlier boot or an earlier process: not us.
+        let earlier = other(Some("here/boot"), 10, Some(7));
+        assert!(!at_work(false, Some(&earlier), fresh, now, &me, alive));
+        // Another machine, no machine, no owner: the lease.
+        for o in [
+            other(Some("there/boot"), 11, None),
+            other(None, 10, Some(100)),
+        ] {
+            assert!(at_work(false, Some(&o), fresh, now, &me, alive));
+            assert!(!at_work(false, Some(&o), old, now, &me, alive));
+        }
+        assert!(at_work(false, None, fresh, now, &me, alive));
+        assert!(!at_work(false, None, old, now, &me, alive));
+    }
+
+    #[test]
+    fn this_process_runs_and_a_finished_child_does_not() {
+        if !std::path::Path::new("/proc/self/stat").exists() {
+            assert_eq!(running(std::process::id(), None), None);
+            return;
+        }
+        let me = me();
+        assert!(me.pid_start.is_some());
+        assert_eq!(running(me.pid, me.pid_start), Some(true));
+        // The same pid with another start time is another process.
+        assert_eq!(running(me.pid, me.pid_start.map(|s| s + 1)), Some(false));
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = child.id();
+        child.wait().expect("wait");
+        assert_eq!(running(pid, None), Some(false));
     }
 }

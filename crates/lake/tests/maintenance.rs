@@ -460,3 +460,131 @@ async fn a_sweep_that_cannot_read_what_a_version_names_deletes_nothing() {
     assert_eq!(report.problems.len(), 1, "{report:?}");
     assert_eq!(report.problems[0].kind, "manifest-list");
 }
+
+/// A lake over an in-memory store that can hold a call at a gate.
+fn faulty_lake() -> (lake::faults::FaultyStore, Catalog) {
+    let store =
+        lake::faults::FaultyStore::new(std::sync::Arc::new(object_store::memory::InMemory::new()));
+    let c = Catalog::open_store(
+        std::sync::Arc::new(store.clone()),
+        "memory:///catalog",
+        "memory:///warehouse",
+    );
+    (store, c)
+}
+
+#[tokio::test]
+async fn a_sweep_keeps_what_a_writer_committed_while_it_listed() {
+    use lake::faults::{Fault, Gate, Op};
+    let (store, c) = faulty_lake();
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    c.append("bronze.t", "main", &[batch(0..1, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    // The sweep has read the log and is listing the table's folder when another writer
+    // appends: the file it commits is in the listing and was in no version the sweep read.
+    let gate = Gate::new();
+    store.inject(
+        Op::List,
+        "warehouse/bronze/t",
+        Fault::Pause(gate.clone()),
+        1,
+    );
+    let sweeper = c.clone();
+    let sweep = tokio::spawn(async move { sweeper.remove_orphans(later(), 0).await });
+    gate.reached().await;
+    c.append("bronze.t", "main", &[batch(1..2, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    gate.release();
+    let report = sweep.await.unwrap().unwrap();
+    assert_eq!(report.total(), 0, "{report:?}");
+    assert_eq!(rows(&c, "bronze.t").await, vec![0, 1]);
+    assert!(c.verify().await.unwrap().is_clean());
+}
+
+#[tokio::test]
+async fn a_sweep_keeps_the_files_of_work_still_running_and_removes_those_of_work_given_up() {
+    let (_store, c) = faulty_lake();
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    c.append("bronze.t", "main", &[batch(0..1, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    // A run has begun and written its files; another writer sweeps with no grace.
+    let running = c.begin_work("run-a").await.unwrap();
+    let table = c.table("bronze.t").await.unwrap();
+    let staged = table
+        .stage_append("main", &[batch(1..3, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let swept = c.remove_orphans(later(), 0).await.unwrap();
+    assert_eq!(swept.total(), 0, "{swept:?}");
+    assert!(swept.at_work >= 1, "{swept:?}");
+    c.commit(vec![staged], "append", "the run", BTreeMap::new())
+        .await
+        .unwrap();
+    c.end_work(running.name()).await.unwrap();
+    drop(running);
+    assert_eq!(rows(&c, "bronze.t").await, vec![0, 1, 2]);
+
+    // A run that fails gives its mark up and leaves its marker (the next run sweeps): what it
+    // wrote is debris, removed at once.
+    let failed = c.begin_work("run-b").await.unwrap();
+    let table = c.table("bronze.t").await.unwrap();
+    let debris = table
+        .stage_append("main", &[batch(5..6, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    drop(failed);
+    assert_eq!(c.unfinished_work().await.unwrap(), ["run-b"]);
+    let swept = c.remove_orphans(later(), 0).await.unwrap();
+    assert_eq!(swept.at_work, 0, "{swept:?}");
+    assert!(swept.total() >= 1, "{swept:?}");
+    let err = c
+        .commit(vec![debris], "append", "too late", BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, lake::LakeError::MissingDataFile { .. }),
+        "{err}"
+    );
+    assert_eq!(rows(&c, "bronze.t").await, vec![0, 1, 2]);
+    assert!(c.verify().await.unwrap().is_clean());
+}
+
+#[tokio::test]
+async fn work_begun_elsewhere_protects_its_files_for_the_lease() {
+    use object_store::ObjectStoreExt;
+    let (store, c) = faulty_lake();
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    // A marker written by a run on another machine, which this one cannot ask about.
+    let owner = br#"{"machine":"elsewhere/0000","pid":4242,"pid_start":17}"#;
+    store
+        .put(
+            &object_store::path::Path::from("catalog/work/run-elsewhere"),
+            owner.to_vec().into(),
+        )
+        .await
+        .unwrap();
+    let table = c.table("bronze.t").await.unwrap();
+    let staged = table
+        .stage_append("main", &[batch(1..3, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    let swept = c.remove_orphans(now, 0).await.unwrap();
+    assert_eq!(swept.total(), 0, "{swept:?}");
+    assert!(swept.at_work >= 1, "{swept:?}");
+    // Past the lease, it is taken for a crash: its files go.
+    let swept = c
+        .remove_orphans(now + lake::WORK_LEASE_MS + 1_000, 0)
+        .await
+        .unwrap();
+    assert_eq!(swept.at_work, 0, "{swept:?}");
+    assert!(swept.total() >= 1, "{swept:?}");
+    assert!(
+        c.commit(vec![staged], "append", "lost", BTreeMap::new())
+            .await
+            .is_err()
+    );
+}

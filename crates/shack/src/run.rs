@@ -313,7 +313,7 @@ async fn nothing_pending(catalog: &Catalog) -> Result<bool> {
 /// A run's or a tap's work mark in the catalog, and the marks of earlier runs and taps that
 /// began and never finished (their orphans are why this one sweeps).
 struct Work {
-    mark: String,
+    mark: lake::WorkMark,
     interrupted: Vec<String>,
 }
 
@@ -328,8 +328,8 @@ impl Work {
             .into_iter()
             .filter(|m| m.starts_with(RUN_MARK) || m.starts_with(TAP_MARK))
             .collect();
-        let mark = format!("{prefix}{}", uuid::Uuid::now_v7());
-        catalog.begin_work(&mark).await.map_err(lake_err)?;
+        let name = format!("{prefix}{}", uuid::Uuid::now_v7());
+        let mark = catalog.begin_work(&name).await.map_err(lake_err)?;
         Ok(Work { mark, interrupted })
     }
 
@@ -337,7 +337,7 @@ impl Work {
     /// waiting out its grace period.
     async fn finish(&self, catalog: &Catalog, orphans_kept: usize) -> Result<()> {
         let lake_err = |e| ShackError::lake("the catalog", e);
-        catalog.end_work(&self.mark).await.map_err(lake_err)?;
+        catalog.end_work(self.mark.name()).await.map_err(lake_err)?;
         if orphans_kept == 0 {
             for m in &self.interrupted {
                 catalog.end_work(m).await.map_err(lake_err)?;

@@ -161,7 +161,8 @@ pub struct TapReport {
     pub created_tables: Vec<String>,
     /// Files no catalog version named that the sweep removed.
     pub orphans_removed: usize,
-    /// Files no catalog version named that the sweep kept, being younger than the grace.
+    /// Files no catalog version named that the sweep kept: younger than the grace, or written
+    /// since a writer that may still be at work began (another run's files, not yet committed).
     pub orphans_kept: usize,
     /// The grace period, in seconds.
     pub orphan_grace_secs: u64,
@@ -207,7 +208,7 @@ impl TapReport {
         }
         if self.orphans_kept > 0 {
             out.push_str(&format!(
-                "  kept     {} unnamed file(s) younger than the {} grace period (a writer may still be using them)\n",
+                "  kept     {} unnamed file(s) younger than the {} grace period or written since another writer still at work began (it may still commit them)\n",
                 thousands(self.orphans_kept as u64),
                 human_duration(self.orphan_grace_secs)
             ));
@@ -676,7 +677,7 @@ pub async fn tap(
         tapped_at,
         created_tables,
         orphans_removed: orphans.total(),
-        orphans_kept: orphans.too_young,
+        orphans_kept: orphans.too_young + orphans.at_work,
         orphan_grace_secs: options.orphan_grace.as_secs(),
         batches: Vec::new(),
         skipped_duplicates: duplicates.len(),
