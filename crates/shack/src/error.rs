@@ -58,12 +58,18 @@ pub enum ShackError {
         error: Box<lake::LakeError>,
     },
 
-    /// Another writer committed to a bronze table between this tap's read of it and its
-    /// commit. Taking the files anyway could take a file twice, so nothing was committed.
+    /// Another writer committed to a table between this step's read of it and its commit
+    /// (`step`: `tap`, `boil`, `finish`, `boil and finish`). For the tap, taking the files
+    /// anyway could take a file twice; for the others, the build would miss what the other
+    /// writer committed. Nothing of the step was committed.
     #[error(
-        "another writer committed to {table} while this tap ran, so nothing of this tap was committed (run it again; it will see what the other writer took): {detail}"
+        "another writer committed to {table} while this {step} ran, so nothing of this {step} was committed (run it again; it will see what the other writer committed): {detail}"
     )]
-    Conflict { table: String, detail: String },
+    Conflict {
+        step: String,
+        table: String,
+        detail: String,
+    },
 
     /// A row of a bronze table that this crate could not have written.
     #[error("table {table} holds a row this tap cannot read: {detail}")]

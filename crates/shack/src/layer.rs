@@ -99,7 +99,8 @@ pub struct Staged<R> {
 }
 
 /// Commit staged changes as one catalog version; a lost race is [`ShackError::Conflict`]
-/// naming the table, anything else a lake error about `what`.
+/// naming the table and the step (`operation`, `boil+finish` read as `boil and finish`),
+/// anything else a lake error about `what`.
 pub(crate) async fn commit(
     catalog: &Catalog,
     changes: Vec<TableChange>,
@@ -112,7 +113,49 @@ pub(crate) async fn commit(
         .commit(changes, operation, message, properties)
         .await
         .map_err(|e| match e {
-            LakeError::Conflict { table, detail } => ShackError::Conflict { table, detail },
+            LakeError::Conflict { table, detail } => ShackError::Conflict {
+                step: operation.replace('+', " and "),
+                table,
+                detail,
+            },
             e => ShackError::lake(what, e),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_lost_race_names_the_step_that_lost_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = Catalog::open_local(dir.path().join("c"), dir.path().join("w")).expect("open");
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        let rows = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1]))])
+            .expect("batch");
+        c.create_table("silver.t", &schema, &[])
+            .await
+            .expect("create");
+        let t = c.table("silver.t").await.expect("table");
+        let staged = t
+            .stage_append("audit", std::slice::from_ref(&rows), BTreeMap::new())
+            .await
+            .expect("stage");
+        c.append("silver.t", "audit", &[rows], BTreeMap::new())
+            .await
+            .expect("the other writer");
+        let err = commit(&c, vec![staged], "boil+finish", "m", BTreeMap::new(), "x")
+            .await
+            .expect_err("a lost race");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("committed to silver.t while this boil and finish ran"),
+            "{msg}"
+        );
+    }
 }

@@ -728,7 +728,11 @@ pub async fn tap(
             Err(LakeError::Conflict { table, detail }) => {
                 let (fresh, _) = open_tables(catalog).await?;
                 if attempt >= COMMIT_ATTEMPTS || !same_branch_heads(&tables, &fresh, branch) {
-                    return Err(ShackError::Conflict { table, detail });
+                    return Err(ShackError::Conflict {
+                        step: "tap".into(),
+                        table,
+                        detail,
+                    });
                 }
                 progress.message("another writer moved a bronze table's refs; staging again");
                 tables = fresh;
