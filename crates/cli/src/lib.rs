@@ -103,10 +103,11 @@ enum Command {
         /// `15m`, `1h`. The default, zero, clears a crash's debris at the next tap. Runs and taps
         /// mark their work in the catalog, and a sweep keeps every file written since a run or
         /// tap that is still going began (one on this machine while its process lives, one
-        /// elsewhere for an hour), so runs sharing a lake do not sweep each other's files. Other
-        /// writers of a shared lake (the lake library, `boil`, `finish`) mark nothing: give a
-        /// grace longer than they take (say `1h`): at zero, one of them may find its files gone
-        /// (the lake checks that a commit's data files exist just before it commits).
+        /// elsewhere for an hour), so runs, taps, boils and finishes sharing a lake do not sweep
+        /// each other's files. Other writers of a shared lake (programs on the lake library)
+        /// mark nothing: give a grace longer than they take (say `1h`): at zero, one of them may
+        /// find its files gone (the lake checks that a commit's data files exist just before it
+        /// commits).
         #[arg(long, default_value = "0s", value_parser = parse_duration)]
         orphan_grace: std::time::Duration,
         #[arg(long, value_enum, default_value_t = Format::Table)]

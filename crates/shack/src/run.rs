@@ -14,7 +14,10 @@
 //! skips the sweep, whose cost grows with the lake's history (every kept version's metadata and
 //! manifests are read). The marks found are taken back once a sweep left nothing waiting out
 //! its grace period. `sugarshack tap` alone ([`tap_alone`]) marks itself the same way
-//! (`tap-<uuid>`) and sweeps on the same condition; `maintain` sweeps whatever is left.
+//! (`tap-<uuid>`) and sweeps on the same condition; a boil or a finish alone marks itself
+//! (`boil-<uuid>`, `finish-<uuid>`) and does not sweep. `maintain` sweeps whatever is left.
+//! While a mark's work runs, a sweep anywhere keeps the files it writes (see `lake`'s
+//! [`lake::Catalog::remove_orphans`]).
 //!
 //! The boil and the finish are staged, then committed in ONE catalog version: silver and the
 //! gold built from it land together, gold's watermarks naming the silver snapshots of the same
@@ -45,6 +48,12 @@ use crate::{Progress, Result, ShackError};
 const RUN_MARK: &str = "run-";
 /// The work mark of a tap on its own.
 const TAP_MARK: &str = "tap-";
+/// The work mark of a boil on its own.
+pub(crate) const BOIL_MARK: &str = "boil-";
+/// The work mark of a finish on its own.
+pub(crate) const FINISH_MARK: &str = "finish-";
+/// Every work mark this crate makes: an unfinished one means debris to sweep.
+const MARKS: [&str; 4] = [RUN_MARK, TAP_MARK, BOIL_MARK, FINISH_MARK];
 use lake::Catalog;
 
 /// How a run runs.
@@ -326,7 +335,7 @@ impl Work {
             .await
             .map_err(lake_err)?
             .into_iter()
-            .filter(|m| m.starts_with(RUN_MARK) || m.starts_with(TAP_MARK))
+            .filter(|m| MARKS.iter().any(|p| m.starts_with(p)))
             .collect();
         let name = format!("{prefix}{}", uuid::Uuid::now_v7());
         let mark = catalog.begin_work(&name).await.map_err(lake_err)?;
@@ -345,6 +354,22 @@ impl Work {
         }
         Ok(())
     }
+}
+
+/// Do `work` marked begun in the catalog (`prefix` + a UUID), and take the mark back when it
+/// succeeds. No sweep: a work that fails leaves its mark, and the next run or tap sweeps what it
+/// wrote; while it works, a sweep elsewhere keeps its files.
+pub(crate) async fn marked<T>(
+    catalog: &Catalog,
+    prefix: &str,
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let lake_err = |e| ShackError::lake("the catalog", e);
+    let name = format!("{prefix}{}", uuid::Uuid::now_v7());
+    let mark = catalog.begin_work(&name).await.map_err(lake_err)?;
+    let out = work.await?;
+    catalog.end_work(mark.name()).await.map_err(lake_err)?;
+    Ok(out)
 }
 
 /// `sugarshack tap` on its own: the tap, marked begun and finished in the catalog like a run,

@@ -1072,3 +1072,47 @@ async fn an_unpartitioned_silver_payments_is_kept_and_pruned_by_file_bounds() {
     boil(&lake, &replay()).await;
     assert_eq!(table_rows(&lake, tables::PAYMENTS).await, daily);
 }
+
+/// A boil on its own marks its work: a failed one leaves the mark, and the next tap sweeps
+/// the files it wrote before it failed.
+#[tokio::test]
+async fn a_failed_boil_leaves_its_mark_and_the_next_tap_sweeps_its_files() {
+    let lake = Lake::new();
+    lake.tap_with(&season(), aug16(), &no_grace()).await;
+    lake.catalog
+        .set_failpoint(Some(lake::Failpoint::AfterDataFiles));
+    let failed = shack::boil(&lake.catalog, &BoilOptions::default(), &shack::NoProgress).await;
+    lake.catalog.set_failpoint(None);
+    assert!(failed.is_err(), "the failpoint stops the commit");
+    let marks = lake.catalog.unfinished_work().await.expect("marks");
+    assert!(
+        marks.len() == 1 && marks[0].starts_with("boil-"),
+        "{marks:?}"
+    );
+    let next = shack::tap_alone(
+        &lake.catalog,
+        &season(),
+        utc(2026, 8, 17, 12, 0, 0),
+        &no_grace(),
+        &shack::NoProgress,
+    )
+    .await
+    .expect("tap");
+    assert!(next.orphans_removed > 0, "{}", next.render());
+    assert!(
+        lake.catalog
+            .unfinished_work()
+            .await
+            .expect("marks")
+            .is_empty()
+    );
+    // And a boil that succeeds takes its mark back.
+    boil(&lake, &BoilOptions::default()).await;
+    assert!(
+        lake.catalog
+            .unfinished_work()
+            .await
+            .expect("marks")
+            .is_empty()
+    );
+}

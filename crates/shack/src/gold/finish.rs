@@ -30,8 +30,23 @@ const SILVER: [&str; 4] = [PAYMENTS, ORDERS, ORDER_CHANGES, FX_RATES];
 /// Build gold from silver on `options.branch`: see the module docs of [`crate::gold`].
 ///
 /// Every gold table gets a snapshot, all in one catalog commit of its own (a [`crate::run`]
-/// commits gold together with the boil's silver instead). On any error nothing was committed.
+/// commits gold together with the boil's silver instead). On any error nothing was committed;
+/// the finish marks its work in the catalog (`finish-<uuid>`), so the next run or tap sweeps
+/// what a failed one wrote.
 pub async fn finish(
+    catalog: &Catalog,
+    options: &FinishOptions,
+    progress: &(dyn Progress + Sync),
+) -> Result<FinishReport> {
+    crate::run::marked(
+        catalog,
+        crate::run::FINISH_MARK,
+        finish_unmarked(catalog, options, progress),
+    )
+    .await
+}
+
+async fn finish_unmarked(
     catalog: &Catalog,
     options: &FinishOptions,
     progress: &(dyn Progress + Sync),

@@ -35,8 +35,22 @@ struct BronzeRow {
 /// Boil silver from bronze on `options.branch`: see the module docs of [`crate::silver`].
 ///
 /// On any error nothing was committed (a failed check included); the data files written so far
-/// are orphans the next tap's sweep removes.
+/// are orphans the next run's or tap's sweep removes (the boil marks its work in the catalog,
+/// `boil-<uuid>`, and a failed one leaves the mark for them to find).
 pub async fn boil(
+    catalog: &Catalog,
+    options: &BoilOptions,
+    progress: &(dyn Progress + Sync),
+) -> Result<BoilReport> {
+    crate::run::marked(
+        catalog,
+        crate::run::BOIL_MARK,
+        boil_unmarked(catalog, options, progress),
+    )
+    .await
+}
+
+async fn boil_unmarked(
     catalog: &Catalog,
     options: &BoilOptions,
     progress: &(dyn Progress + Sync),
