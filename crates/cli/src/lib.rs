@@ -100,11 +100,10 @@ enum Command {
         #[arg(long, value_parser = parse_through)]
         through: chrono::DateTime<chrono::Utc>,
         /// Remove unnamed files (a crashed run's debris) only once older than this: `0s`, `90s`,
-        /// `15m`, `1h`. The default, zero, clears a crash's debris at the next tap. Runs and taps
-        /// mark their work in the catalog, and a sweep keeps every file written since a run or
-        /// tap that is still going began (one on this machine while its process lives, one
-        /// elsewhere for an hour), so runs, taps, boils and finishes sharing a lake do not sweep
-        /// each other's files. Other writers of a shared lake (programs on the lake library)
+        /// `15m`, `1h`. The default, zero, clears a crash's debris at the next tap. Runs, taps,
+        /// boils and finishes mark their work in the catalog, and a sweep keeps every file
+        /// written since one that is still going began (on this machine, while its process
+        /// lives; elsewhere, for an hour), so they do not sweep each other's files. Other writers of a shared lake (programs on the lake library)
         /// mark nothing: give a grace longer than they take (say `1h`): at zero, one of them may
         /// find its files gone (the lake checks that a commit's data files exist just before it
         /// commits).

@@ -830,12 +830,15 @@ impl Catalog {
         }
         let at_work_since = self.at_work_since(now_ms).await?;
         let last = versions.last().map_or(0, |v| v.version);
-        let since: Vec<CatalogVersion> = self
-            .log()
-            .await?
-            .into_iter()
-            .filter(|v| v.version > last)
-            .collect();
+        let mut since: Vec<CatalogVersion> = Vec::new();
+        for n in last + 1..=self.head().await?.version {
+            match self.version(n).await {
+                Ok(v) => since.push(v),
+                // Expired meanwhile: what it alone reached is out of reach now.
+                Err(LakeError::NoSuchVersion { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
         if !since.is_empty() {
             let more = self.reachable(&since).await?;
             unreadable_reach(&more)?;

@@ -222,10 +222,11 @@ pub async fn delete(stores: &Stores, location: &str) -> Result<()> {
     }
 }
 
-/// One listed object: its absolute location.
+/// One listed object: its absolute location, and when it was last written (the store's clock).
 #[derive(Clone, Debug)]
 pub struct Listed {
     pub location: String,
+    pub last_modified: chrono::DateTime<chrono::Utc>,
 }
 
 /// List every object under a directory location (recursively).
@@ -242,6 +243,7 @@ pub async fn list(stores: &Stores, dir: &str) -> Result<Vec<Listed>> {
         .into_iter()
         .map(|m| Listed {
             location: format!("{prefix}/{}", m.location),
+            last_modified: m.last_modified,
         })
         .collect())
 }

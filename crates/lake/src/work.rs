@@ -26,7 +26,6 @@ use std::collections::BTreeSet;
 use std::sync::{Mutex, OnceLock};
 
 use bytes::Bytes;
-use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
@@ -178,35 +177,38 @@ impl Catalog {
 
     /// The names of every work begun and not ended: interrupted, or still running.
     pub async fn unfinished_work(&self) -> Result<Vec<String>> {
-        // A marker's name is the last segment of its location (names hold no '/'; comparing
-        // whole locations would trip over how a store spells a folder with a space).
-        let mut names: Vec<String> = storage::list(self.stores(), &self.work_dir())
+        let mut names: Vec<String> = self
+            .markers()
             .await?
             .into_iter()
-            .filter_map(|l| l.location.rsplit('/').next().map(str::to_string))
-            .filter(|n| check_name(n).is_ok())
+            .map(|(name, _)| name)
             .collect();
         names.sort();
         Ok(names)
+    }
+
+    /// Every marker: its name and when it was written.
+    async fn markers(&self) -> Result<Vec<(String, chrono::DateTime<chrono::Utc>)>> {
+        // A marker's name is the last segment of its location (names hold no '/'; comparing
+        // whole locations would trip over how a store spells a folder with a space).
+        Ok(storage::list(self.stores(), &self.work_dir())
+            .await?
+            .into_iter()
+            .filter_map(|l| {
+                let name = l.location.rsplit('/').next()?.to_string();
+                check_name(&name).is_ok().then_some((name, l.last_modified))
+            })
+            .collect())
     }
 
     /// When the earliest marker whose writer may still be at work was written (ms since the
     /// epoch, the store's clock), `None` when no writer may be.
     pub(crate) async fn at_work_since(&self, now_ms: i64) -> Result<Option<i64>> {
         let dir = self.work_dir();
-        let (store, path) = self.stores().resolve(&dir)?;
-        let metas: Vec<object_store::ObjectMeta> = store
-            .list(Some(&path))
-            .try_collect()
-            .await
-            .map_err(|e| LakeError::store(dir.as_str(), e))?;
         let mut since: Option<i64> = None;
-        for m in metas {
-            let Some(name) = m.location.filename().filter(|n| check_name(n).is_ok()) else {
-                continue;
-            };
-            let location = storage::join(&dir, name);
-            let written_ms = m.last_modified.timestamp_millis();
+        for (name, written) in self.markers().await? {
+            let location = storage::join(&dir, &name);
+            let written_ms = written.timestamp_millis();
             let is_held = held().contains(&location);
             let owner = if is_held {
                 None

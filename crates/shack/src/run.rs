@@ -337,8 +337,7 @@ impl Work {
             .into_iter()
             .filter(|m| MARKS.iter().any(|p| m.starts_with(p)))
             .collect();
-        let name = format!("{prefix}{}", uuid::Uuid::now_v7());
-        let mark = catalog.begin_work(&name).await.map_err(lake_err)?;
+        let mark = begin_mark(catalog, prefix).await?;
         Ok(Work { mark, interrupted })
     }
 
@@ -364,12 +363,22 @@ pub(crate) async fn marked<T>(
     prefix: &str,
     work: impl std::future::Future<Output = Result<T>>,
 ) -> Result<T> {
-    let lake_err = |e| ShackError::lake("the catalog", e);
-    let name = format!("{prefix}{}", uuid::Uuid::now_v7());
-    let mark = catalog.begin_work(&name).await.map_err(lake_err)?;
+    let mark = begin_mark(catalog, prefix).await?;
     let out = work.await?;
-    catalog.end_work(mark.name()).await.map_err(lake_err)?;
+    catalog
+        .end_work(mark.name())
+        .await
+        .map_err(|e| ShackError::lake("the catalog", e))?;
     Ok(out)
+}
+
+/// Mark work begun in the catalog: `prefix` + a UUID.
+async fn begin_mark(catalog: &Catalog, prefix: &str) -> Result<lake::WorkMark> {
+    let name = format!("{prefix}{}", uuid::Uuid::now_v7());
+    catalog
+        .begin_work(&name)
+        .await
+        .map_err(|e| ShackError::lake("the catalog", e))
 }
 
 /// `sugarshack tap` on its own: the tap, marked begun and finished in the catalog like a run,
