@@ -1073,6 +1073,10 @@ async fn an_unpartitioned_silver_payments_is_kept_and_pruned_by_file_bounds() {
     assert_eq!(table_rows(&lake, tables::PAYMENTS).await, daily);
 }
 
+async fn marks(lake: &Lake) -> Vec<String> {
+    lake.catalog.unfinished_work().await.expect("marks")
+}
+
 /// A boil on its own marks its work: a failed one leaves the mark, and the next tap sweeps
 /// the files it wrote before it failed.
 #[tokio::test]
@@ -1084,11 +1088,8 @@ async fn a_failed_boil_leaves_its_mark_and_the_next_tap_sweeps_its_files() {
     let failed = shack::boil(&lake.catalog, &BoilOptions::default(), &shack::NoProgress).await;
     lake.catalog.set_failpoint(None);
     assert!(failed.is_err(), "the failpoint stops the commit");
-    let marks = lake.catalog.unfinished_work().await.expect("marks");
-    assert!(
-        marks.len() == 1 && marks[0].starts_with("boil-"),
-        "{marks:?}"
-    );
+    let left = marks(&lake).await;
+    assert!(left.len() == 1 && left[0].starts_with("boil-"), "{left:?}");
     let next = shack::tap_alone(
         &lake.catalog,
         &season(),
@@ -1099,20 +1100,8 @@ async fn a_failed_boil_leaves_its_mark_and_the_next_tap_sweeps_its_files() {
     .await
     .expect("tap");
     assert!(next.orphans_removed > 0, "{}", next.render());
-    assert!(
-        lake.catalog
-            .unfinished_work()
-            .await
-            .expect("marks")
-            .is_empty()
-    );
+    assert!(marks(&lake).await.is_empty());
     // And a boil that succeeds takes its mark back.
     boil(&lake, &BoilOptions::default()).await;
-    assert!(
-        lake.catalog
-            .unfinished_work()
-            .await
-            .expect("marks")
-            .is_empty()
-    );
+    assert!(marks(&lake).await.is_empty());
 }
