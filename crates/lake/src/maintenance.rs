@@ -64,6 +64,7 @@ use crate::error::{LakeError, Result};
 use crate::storage::{self, Stores};
 use crate::table::Table;
 use crate::types::{TableName, ref_map};
+use crate::work::WorkMark;
 
 /// Snapshot summary properties that record a watermark: a snapshot whose summary holds
 /// `sugarshack.watermark.<namespace>.<table>` = a snapshot id of that source table says "this
@@ -787,6 +788,27 @@ impl Catalog {
     /// Files written since a writer that may still be at work began are kept too, and files a
     /// writer commits while the sweep runs are not taken for orphans (see the module docs).
     pub async fn remove_orphans(&self, now_ms: i64, grace_ms: i64) -> Result<OrphanReport> {
+        self.sweep(None, now_ms, grace_ms).await
+    }
+
+    /// [`Catalog::remove_orphans`] by the work `mine` before it writes anything: its own mark
+    /// protects nothing. (Counted, it would keep debris written just before its marker in the
+    /// same tick of the store's clock, whose times are coarse, as its own files at work.)
+    pub async fn remove_orphans_as(
+        &self,
+        mine: &WorkMark,
+        now_ms: i64,
+        grace_ms: i64,
+    ) -> Result<OrphanReport> {
+        self.sweep(Some(mine), now_ms, grace_ms).await
+    }
+
+    async fn sweep(
+        &self,
+        mine: Option<&WorkMark>,
+        now_ms: i64,
+        grace_ms: i64,
+    ) -> Result<OrphanReport> {
         let stores = self.stores();
         let versions = self.log().await?;
         let mut reach = self.reachable(&versions).await?;
@@ -828,7 +850,7 @@ impl Catalog {
                 .map_err(|e| LakeError::store(dir.to_string(), e))?;
             listed.push((dir, store, owners, metas));
         }
-        let at_work_since = self.at_work_since(now_ms).await?;
+        let at_work_since = self.at_work_since(now_ms, mine).await?;
         let last = versions.last().map_or(0, |v| v.version);
         let mut since: Vec<CatalogVersion> = Vec::new();
         for n in last + 1..=self.head().await?.version {

@@ -19,6 +19,11 @@
 //! - it cannot be told (another machine, a system without `/proc`, a marker without an owner):
 //!   for [`WORK_LEASE_MS`] after the marker was written.
 //!
+//! A writer that sweeps before it writes anything of its own passes its mark to
+//! [`Catalog::remove_orphans_as`], which does not count it: a store's clock is coarse (4 ms on
+//! ext4 here), so debris written just before the marker can carry the marker's very time and
+//! would otherwise be kept as the sweeper's own.
+//!
 //! Two containers that share a host name and a kernel but not their process ids would misjudge
 //! each other's markers; give such writers distinct host names.
 
@@ -202,12 +207,20 @@ impl Catalog {
     }
 
     /// When the earliest marker whose writer may still be at work was written (ms since the
-    /// epoch, the store's clock), `None` when no writer may be.
-    pub(crate) async fn at_work_since(&self, now_ms: i64) -> Result<Option<i64>> {
+    /// epoch, the store's clock), `None` when no writer may be. `mine` (the caller's own work,
+    /// which has written nothing yet) is not counted.
+    pub(crate) async fn at_work_since(
+        &self,
+        now_ms: i64,
+        mine: Option<&WorkMark>,
+    ) -> Result<Option<i64>> {
         let dir = self.work_dir();
         let mut since: Option<i64> = None;
         for (name, written) in self.markers().await? {
             let location = storage::join(&dir, &name);
+            if mine.is_some_and(|m| m.location == location) {
+                continue;
+            }
             let written_ms = written.timestamp_millis();
             let is_held = held().contains(&location);
             let owner = if is_held {
@@ -269,15 +282,15 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let c = Catalog::open_local(dir.path().join("c"), dir.path().join("wh")).expect("open");
         let now = chrono::Utc::now().timestamp_millis() + 1_000;
-        assert_eq!(c.at_work_since(now).await.expect("none"), None);
+        assert_eq!(c.at_work_since(now, None).await.expect("none"), None);
         let mark = c.begin_work("run-1").await.expect("begin");
-        let since = c.at_work_since(now).await.expect("held");
+        let since = c.at_work_since(now, None).await.expect("held");
         assert!(since.is_some_and(|t| t <= now), "{since:?}");
         drop(mark);
         // Its marker stays (the work never ended), but on this machine this process is known
         // to be past it. Elsewhere (no /proc) it counts as at work for the lease.
         assert_eq!(c.unfinished_work().await.expect("list"), ["run-1"]);
-        let after = c.at_work_since(now).await.expect("dropped");
+        let after = c.at_work_since(now, None).await.expect("dropped");
         if me().machine.is_some() {
             assert_eq!(after, None);
         } else {

@@ -552,6 +552,41 @@ async fn a_sweep_keeps_the_files_of_work_still_running_and_removes_those_of_work
     assert!(c.verify().await.unwrap().is_clean());
 }
 
+/// A work that sweeps before it writes passes its own mark: debris stamped at or after its
+/// marker's time (on a store whose clock is coarse, debris written just before it) is not kept
+/// as the sweeper's own, while a plain sweep must keep it.
+#[tokio::test]
+async fn a_sweep_by_marked_work_does_not_keep_files_for_its_own_mark() {
+    let (_store, c) = faulty_lake();
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    let failed = c.begin_work("run-a").await.unwrap();
+    drop(failed);
+    let sweeper = c.begin_work("run-b").await.unwrap();
+    // Debris of the failed run, stamped no earlier than the sweeper's marker.
+    let table = c.table("bronze.t").await.unwrap();
+    let _debris = table
+        .stage_append("main", &[batch(0..2, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let plain = c.remove_orphans(later(), 0).await.unwrap();
+    assert_eq!(plain.total(), 0, "{plain:?}");
+    assert!(plain.at_work >= 1, "{plain:?}");
+    let mine = c.remove_orphans_as(&sweeper, later(), 0).await.unwrap();
+    assert_eq!(mine.at_work, 0, "{mine:?}");
+    assert_eq!(mine.total(), plain.at_work, "{mine:?}");
+    // Another work held in this process still protects what is written after its marker.
+    let other = c.begin_work("run-c").await.unwrap();
+    let _theirs = table
+        .stage_append("main", &[batch(2..3, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let swept = c.remove_orphans_as(&sweeper, later(), 0).await.unwrap();
+    assert_eq!(swept.total(), 0, "{swept:?}");
+    assert!(swept.at_work >= 1, "{swept:?}");
+    drop(other);
+    assert!(c.verify().await.unwrap().is_clean());
+}
+
 #[tokio::test]
 async fn work_begun_elsewhere_protects_its_files_for_the_lease() {
     use object_store::ObjectStoreExt;

@@ -41,7 +41,7 @@ use crate::gold::{FinishOptions, FinishReport, stage_finish};
 use crate::grade::{self, Grade, LAYERS};
 use crate::publish::{self, PublishOutcome};
 use crate::silver::{BoilOptions, BoilReport, known_versions, stage_boil};
-use crate::tap::{TapOptions, TapReport, tap};
+use crate::tap::{TapOptions, TapReport, tap_as};
 use crate::{Progress, Result, ShackError};
 
 /// The prefix of a run's work mark in the catalog.
@@ -207,12 +207,13 @@ pub async fn run(
         timings.push((step, now - clock));
         clock = now;
     };
-    let tap = tap(
+    let tap = tap_as(
         catalog,
         warehouse_root,
         options.through,
         &tap_options,
         progress,
+        Some(&work.mark),
     )
     .await?;
     lap("tap");
@@ -397,7 +398,15 @@ pub async fn tap_alone(
         sweep_orphans: options.sweep_orphans && !work.interrupted.is_empty(),
         ..options.clone()
     };
-    let report = tap(catalog, warehouse_root, through, &options, progress).await?;
+    let report = tap_as(
+        catalog,
+        warehouse_root,
+        through,
+        &options,
+        progress,
+        Some(&work.mark),
+    )
+    .await?;
     work.finish(catalog, report.orphans_kept).await?;
     Ok(report)
 }

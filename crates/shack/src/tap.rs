@@ -472,6 +472,19 @@ pub async fn tap(
     options: &TapOptions,
     progress: &(dyn Progress + Sync),
 ) -> Result<TapReport> {
+    tap_as(catalog, warehouse_root, through, options, progress, None).await
+}
+
+/// [`tap`] as the marked work `mine` (a run's or a tap's): its sweep does not keep files for
+/// that mark, since the work has written nothing yet.
+pub(crate) async fn tap_as(
+    catalog: &Catalog,
+    warehouse_root: &Path,
+    through: DateTime<Utc>,
+    options: &TapOptions,
+    progress: &(dyn Progress + Sync),
+    mine: Option<&lake::WorkMark>,
+) -> Result<TapReport> {
     let tapped_at = Utc::now();
     let tap_id = uuid::Uuid::now_v7().to_string();
     let branch = options.branch.as_str();
@@ -483,10 +496,12 @@ pub async fn tap(
     let orphans = if options.sweep_orphans {
         progress.message("removing orphans");
         let grace_ms = i64::try_from(options.orphan_grace.as_millis()).unwrap_or(i64::MAX);
-        catalog
-            .remove_orphans(Utc::now().timestamp_millis(), grace_ms)
-            .await
-            .map_err(|e| ShackError::lake("the catalog", e))?
+        let now_ms = Utc::now().timestamp_millis();
+        match mine {
+            Some(mark) => catalog.remove_orphans_as(mark, now_ms, grace_ms).await,
+            None => catalog.remove_orphans(now_ms, grace_ms).await,
+        }
+        .map_err(|e| ShackError::lake("the catalog", e))?
     } else {
         lake::OrphanReport::default()
     };
