@@ -1251,12 +1251,16 @@ async fn child(spec: &Value) -> Result<Value> {
                 &options,
                 &shack::NoProgress,
                 &mut |r| {
-                    runs.push(json!({
+                    let mut run = json!({
                         "through": r.through.format("%Y-%m-%d %H:%M UTC").to_string(),
                         "replay": r.replay,
                         "published": r.published,
                         "seconds": r.seconds,
-                    }))
+                    });
+                    for (step, s) in &r.steps {
+                        run[format!("{step}_s")] = json!(s);
+                    }
+                    runs.push(run)
                 },
             )
             .await?;
@@ -1574,14 +1578,14 @@ fn part2(
             let t = r["through"].as_str().unwrap_or("");
             !r["replay"].as_bool().unwrap_or(false) && t >= from && t < to
         };
-        let window = |from: &str, to: &str| -> Vec<f64> {
+        let window = |from: &str, to: &str| -> Vec<Value> {
             all_runs
                 .iter()
                 .filter(|r| in_window(r, from, to))
-                .map(|r| num(r, "seconds"))
+                .map(|r| (*r).clone())
                 .collect()
         };
-        let (early, late) = if args.quick {
+        let (early_runs, late_runs) = if args.quick {
             (
                 window("2026-08-02", "2026-08-05"),
                 window("2026-08-06", "2026-08-11"),
@@ -1592,6 +1596,8 @@ fn part2(
                 window("2026-09-24", "2026-10-01"),
             )
         };
+        let early = col(&early_runs, &|r| num(r, "seconds"));
+        let late = col(&late_runs, &|r| num(r, "seconds"));
         rows_out.push(
             Row::new(&section, "  early-season daily run", Unit::S, &early).note(if args.quick {
                 "Aug 2-4"
@@ -1617,7 +1623,12 @@ fn part2(
                 text: "<= 1.5x".into(),
                 met: l.median / e.median <= 1.5,
             });
-            rows_out.push(ratio);
+            // Where a late run's time goes, step by step, against an early one's.
+            rows_out.push(ratio.note(format!(
+                "early: {}; late: {}",
+                steps(&early_runs),
+                steps(&late_runs)
+            )));
         }
         let season_s = Stats::of(&col(&seasons, &|s| num(s, "seconds")))
             .map(|s| s.median)

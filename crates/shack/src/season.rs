@@ -56,6 +56,9 @@ pub struct SeasonRun {
     /// `BLOCK quarantine rate: …` and `WARN …` lines.
     pub findings: Vec<String>,
     pub seconds: f64,
+    /// Where the run's time went: seconds per step (`tap`, `boil`, `finish`, `grade`,
+    /// `publish`), in the order they ran.
+    pub steps: Vec<(String, f64)>,
 }
 
 impl SeasonRun {
@@ -73,6 +76,11 @@ impl SeasonRun {
                 .map(|r| format!("{} {}: {}", r.verdict, r.name, r.reason))
                 .collect(),
             seconds,
+            steps: report
+                .timings
+                .iter()
+                .map(|(step, d)| ((*step).to_string(), d.as_secs_f64()))
+                .collect(),
         }
     }
 
