@@ -103,10 +103,10 @@ enum Command {
         /// `15m`, `1h`. The default, zero, clears a crash's debris at the next tap. Runs, taps,
         /// boils and finishes mark their work in the catalog, and a sweep keeps every file
         /// written since one that is still going began (on this machine, while its process
-        /// lives; elsewhere, for an hour), so they do not sweep each other's files. Other writers of a shared lake (programs on the lake library)
-        /// mark nothing: give a grace longer than they take (say `1h`): at zero, one of them may
-        /// find its files gone (the lake checks that a commit's data files exist just before it
-        /// commits).
+        /// lives; elsewhere, for an hour), so they do not sweep each other's files. Other
+        /// writers of a shared lake (programs on the lake library) mark nothing: give a grace
+        /// longer than they take (say `1h`): at zero, one of them may find its files gone (the
+        /// lake checks that a commit's data files exist just before it commits).
         #[arg(long, default_value = "0s", value_parser = parse_duration)]
         orphan_grace: std::time::Duration,
         #[arg(long, value_enum, default_value_t = Format::Table)]

@@ -217,10 +217,10 @@ impl Catalog {
         let dir = self.work_dir();
         let mut since: Option<i64> = None;
         for (name, written) in self.markers().await? {
-            let location = storage::join(&dir, &name);
-            if mine.is_some_and(|m| m.location == location) {
+            if mine.is_some_and(|m| m.name == name) {
                 continue;
             }
+            let location = storage::join(&dir, &name);
             let written_ms = written.timestamp_millis();
             let is_held = held().contains(&location);
             let owner = if is_held {
