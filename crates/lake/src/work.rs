@@ -13,7 +13,10 @@
 //! committed, and removing it would leave its commit naming a file that is gone. A marker's
 //! writer is at work when
 //! - this process began it and still holds its [`WorkMark`] (a work that failed drops it and is
-//!   over, though its marker stays for the next writer to find);
+//!   over, though its marker stays for the next writer to find). The marker carries a token drawn
+//!   for that one mark, and the process keeps the tokens it holds: two catalogs in one process
+//!   whose folders are spelled alike (in-memory stores) or one work name begun twice do not
+//!   answer for each other;
 //! - it was begun on this machine by another process that is still running (the same process id
 //!   with the same start time, read from `/proc`);
 //! - it cannot be told (another machine, a system without `/proc`, a marker without an owner):
@@ -40,10 +43,10 @@ use crate::storage;
 /// How long a marker whose writer cannot be checked counts as at work (one hour, in ms).
 pub const WORK_LEASE_MS: i64 = 3_600_000;
 
-/// Markers this process began and still holds, by location.
-static HELD: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+/// The tokens of the marks this process began and still holds.
+static HELD: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
 
-fn held() -> std::sync::MutexGuard<'static, BTreeSet<String>> {
+fn held() -> std::sync::MutexGuard<'static, BTreeSet<u64>> {
     // A panic while the set was locked cannot leave it half-changed (one insert or remove).
     HELD.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -56,7 +59,19 @@ fn held() -> std::sync::MutexGuard<'static, BTreeSet<String>> {
 #[must_use = "the work counts as running only while its mark is held"]
 pub struct WorkMark {
     name: String,
-    location: String,
+    token: u64,
+}
+
+/// A new mark's token: a random start drawn once per process (std's hasher keys are random per
+/// process) plus a count, so no two marks of this process share one and another process's
+/// tokens are unlikely to meet ours.
+fn new_token() -> u64 {
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static START: OnceLock<u64> = OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let start = *START.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0u8));
+    start.wrapping_add(COUNT.fetch_add(1, Ordering::Relaxed))
 }
 
 impl WorkMark {
@@ -68,7 +83,7 @@ impl WorkMark {
 
 impl Drop for WorkMark {
     fn drop(&mut self) {
-        held().remove(&self.location);
+        held().remove(&self.token);
     }
 }
 
@@ -80,6 +95,9 @@ struct Owner {
     pid: u32,
     /// The process's start time in clock ticks since boot (`None` where it cannot be read).
     pid_start: Option<u64>,
+    /// The mark's token (markers written before tokens have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mark: Option<u64>,
 }
 
 fn me() -> &'static Owner {
@@ -90,6 +108,7 @@ fn me() -> &'static Owner {
             machine: machine(),
             pid,
             pid_start: process_start(pid),
+            mark: None,
         }
     })
 }
@@ -126,16 +145,17 @@ fn running(pid: u32, start: Option<u64>) -> Option<bool> {
     }
 }
 
-/// May the writer of a marker still be at work? (See the module docs.)
+/// May the writer of a marker still be at work? (See the module docs.) `held`: does this
+/// process hold the mark with this token?
 fn at_work(
-    held: bool,
     owner: Option<&Owner>,
     written_ms: i64,
     now_ms: i64,
     me: &Owner,
+    held: impl Fn(u64) -> bool,
     running: impl Fn(u32, Option<u64>) -> Option<bool>,
 ) -> bool {
-    if held {
+    if owner.and_then(|o| o.mark).is_some_and(held) {
         return true;
     }
     let leased = now_ms - written_ms < WORK_LEASE_MS;
@@ -162,15 +182,20 @@ impl Catalog {
     pub async fn begin_work(&self, name: &str) -> Result<WorkMark> {
         check_name(name)?;
         let location = storage::join(&self.work_dir(), name);
-        let owner = serde_json::to_vec(me())
+        let token = new_token();
+        let owner = Owner {
+            mark: Some(token),
+            ..me().clone()
+        };
+        let owner = serde_json::to_vec(&owner)
             .map_err(|e| LakeError::Other(format!("writing work marker {name}: {e}")))?;
         // Held before the marker exists, so a sweep in this process never sees it unheld.
-        held().insert(location.clone());
+        held().insert(token);
         let mark = WorkMark {
             name: name.to_string(),
-            location,
+            token,
         };
-        storage::put(self.stores(), &mark.location, Bytes::from(owner)).await?;
+        storage::put(self.stores(), &location, Bytes::from(owner)).await?;
         Ok(mark)
     }
 
@@ -222,17 +247,13 @@ impl Catalog {
             }
             let location = storage::join(&dir, &name);
             let written_ms = written.timestamp_millis();
-            let is_held = held().contains(&location);
-            let owner = if is_held {
-                None
-            } else {
-                // Gone since the listing: that work has ended.
-                let Some(bytes) = storage::read_optional(self.stores(), &location).await? else {
-                    continue;
-                };
-                serde_json::from_slice::<Owner>(&bytes).ok()
+            // Gone since the listing: that work has ended.
+            let Some(bytes) = storage::read_optional(self.stores(), &location).await? else {
+                continue;
             };
-            if at_work(is_held, owner.as_ref(), written_ms, now_ms, me(), running) {
+            let owner = serde_json::from_slice::<Owner>(&bytes).ok();
+            let is_held = |token: u64| held().contains(&token);
+            if at_work(owner.as_ref(), written_ms, now_ms, me(), is_held, running) {
                 since = Some(since.map_or(written_ms, |s| s.min(written_ms)));
             }
         }
@@ -304,41 +325,77 @@ mod tests {
             machine: Some("here/boot".into()),
             pid: 10,
             pid_start: Some(100),
+            mark: None,
         };
-        let other = |machine: Option<&str>, pid, pid_start| Owner {
+        let other = |machine: Option<&str>, pid, pid_start, mark| Owner {
             machine: machine.map(str::to_string),
             pid,
             pid_start,
+            mark,
         };
         let now = 10 * WORK_LEASE_MS;
         let fresh = now - 1_000;
         let old = now - WORK_LEASE_MS - 1;
         let alive = |pid: u32, _: Option<u64>| Some(pid == 11);
         let unknown = |_: u32, _: Option<u64>| None;
-        // Held by this process: at work, whatever the marker says.
-        assert!(at_work(true, None, old, now, &me, alive));
-        // This process's own marker, not held: its work has stopped.
-        assert!(!at_work(false, Some(&me), fresh, now, &me, alive));
+        let held = |token: u64| token == 7;
+        // Held by this process: at work, however old its marker.
+        let mine = other(Some("here/boot"), 10, Some(100), Some(7));
+        assert!(at_work(Some(&mine), old, now, &me, held, alive));
+        // This process's own marker, not held (dropped, or from before tokens): stopped.
+        for token in [Some(8), None] {
+            let dropped = other(Some("here/boot"), 10, Some(100), token);
+            assert!(!at_work(Some(&dropped), fresh, now, &me, held, alive));
+        }
         // Another process here: as it runs or not; when that cannot be told, by the lease.
-        let eleven = other(Some("here/boot"), 11, Some(5));
-        let twelve = other(Some("here/boot"), 12, Some(5));
-        assert!(at_work(false, Some(&eleven), old, now, &me, alive));
-        assert!(!at_work(false, Some(&twelve), fresh, now, &me, alive));
-        assert!(at_work(false, Some(&twelve), fresh, now, &me, unknown));
-        assert!(!at_work(false, Some(&twelve), old, now, &me, unknown));
+        let eleven = other(Some("here/boot"), 11, Some(5), Some(8));
+        let twelve = other(Some("here/boot"), 12, Some(5), Some(8));
+        assert!(at_work(Some(&eleven), old, now, &me, held, alive));
+        assert!(!at_work(Some(&twelve), fresh, now, &me, held, alive));
+        assert!(at_work(Some(&twelve), fresh, now, &me, held, unknown));
+        assert!(!at_work(Some(&twelve), old, now, &me, held, unknown));
         // Our pid from an earlier boot or an earlier process: not us.
-        let earlier = other(Some("here/boot"), 10, Some(7));
-        assert!(!at_work(false, Some(&earlier), fresh, now, &me, alive));
+        let earlier = other(Some("here/boot"), 10, Some(7), None);
+        assert!(!at_work(Some(&earlier), fresh, now, &me, held, alive));
         // Another machine, no machine, no owner: the lease.
         for o in [
-            other(Some("there/boot"), 11, None),
-            other(None, 10, Some(100)),
+            other(Some("there/boot"), 11, None, None),
+            other(None, 10, Some(100), None),
         ] {
-            assert!(at_work(false, Some(&o), fresh, now, &me, alive));
-            assert!(!at_work(false, Some(&o), old, now, &me, alive));
+            assert!(at_work(Some(&o), fresh, now, &me, held, alive));
+            assert!(!at_work(Some(&o), old, now, &me, held, alive));
         }
-        assert!(at_work(false, None, fresh, now, &me, alive));
-        assert!(!at_work(false, None, old, now, &me, alive));
+        assert!(at_work(None, fresh, now, &me, held, alive));
+        assert!(!at_work(None, old, now, &me, held, alive));
+    }
+
+    /// Two catalogs in one process whose folders are spelled alike (in-memory stores, as tests
+    /// run them side by side on threads), and one name begun twice: each mark answers for itself.
+    #[tokio::test]
+    async fn a_held_mark_answers_only_for_its_own_marker() {
+        let open = || {
+            Catalog::open_store(
+                std::sync::Arc::new(object_store::memory::InMemory::new()),
+                "memory:///catalog",
+                "memory:///warehouse",
+            )
+        };
+        let (one, two) = (open(), open());
+        let now = chrono::Utc::now().timestamp_millis() + 1_000;
+        let held_in_one = one.begin_work("run-a").await.expect("begin");
+        drop(two.begin_work("run-a").await.expect("begin"));
+        assert!(one.at_work_since(now, None).await.expect("one").is_some());
+        if me().machine.is_some() {
+            assert_eq!(two.at_work_since(now, None).await.expect("two"), None);
+        }
+        // The same name begun again: dropping the first mark leaves the second held.
+        let again = one.begin_work("run-a").await.expect("again");
+        drop(held_in_one);
+        assert!(one.at_work_since(now, None).await.expect("one").is_some());
+        drop(again);
+        if me().machine.is_some() {
+            assert_eq!(one.at_work_since(now, None).await.expect("one"), None);
+        }
     }
 
     #[test]
