@@ -27,7 +27,12 @@
 //!   its manifests keep per data file (as any Iceberg engine answers it); the sums and grouped
 //!   counts read the rows.
 //! - FX coverage: every USD event of `gold.fct_payments` has a rate; the reason names how old
-//!   the oldest rate used was (weekends and holidays use the last business day's).
+//!   the oldest rate used was (weekends and holidays use the last business day's). Its figures
+//!   are sums too: the USD events, those without a rate, and the events counted by how many
+//!   days older than their processor date their rate is (the oldest rate is the largest of
+//!   those days still counting events), so a grade carries them from the last publish as
+//!   conservation does, and reads `gold.fct_payments` whole when conservation would, checking
+//!   what it carried. A few of the events without a rate are named from a whole read.
 //! - Reconciliation: for every settlement line, `gold.mart_daily_cash` equals the processor's
 //!   gross, refunds and net to the cent. A gap on a day that closed less than
 //!   [`Settings::settling_hours`](crate::Settings::settling_hours) before the as-of warns (late
@@ -58,7 +63,7 @@ pub fn standard() -> Vec<Box<dyn Audit>> {
     vec![
         Box::new(AuditFn::new("quarantine rate", quarantine_rate_audit)),
         Box::new(AuditFn::new(CONSERVATION, conservation_audit)),
-        Box::new(AuditFn::new("fx coverage", fx_coverage_audit)),
+        Box::new(AuditFn::new(FX_COVERAGE, fx_coverage_audit)),
         Box::new(AuditFn::new("reconciliation", reconciliation_audit)),
     ]
 }
@@ -674,10 +679,10 @@ const CONSERVATION: &str = "conservation";
 
 /// A whole read's result, and BLOCK when the figures carried from publish `carried.0` differ
 /// from it: rows appeared or went between two file lists without the lake saying so.
-pub fn check_carried(
+pub fn check_carried<T: PartialEq + serde::Serialize>(
     mut result: AuditResult,
-    whole: &ConservationTotals,
-    carried: Option<(u64, &ConservationTotals)>,
+    whole: &T,
+    carried: Option<(u64, &T)>,
 ) -> AuditResult {
     let Some((publish, carried)) = carried else {
         return result;
@@ -776,6 +781,131 @@ pub fn fx_coverage(
     AuditResult::new("fx coverage", Verdict::Pass, reason, evidence)
 }
 
+/// The FX-coverage audit's figures over `gold.fct_payments`' USD events (its evidence holds
+/// them, so the next grade can carry them by the files changed since).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FxFigures {
+    pub usd_events: i64,
+    pub without_rate: i64,
+    /// The USD events whose processor date and rate date are both known, by how many days
+    /// older than the processor date the rate is.
+    pub by_gap_days: BTreeMap<i64, i64>,
+}
+
+impl FxFigures {
+    /// How many days old the oldest rate used is (`None`: no event has a rate date).
+    pub fn oldest_days(&self) -> Option<i64> {
+        self.by_gap_days
+            .iter()
+            .rev()
+            .find(|(_, n)| **n != 0)
+            .map(|(d, _)| *d)
+    }
+
+    /// The figures of `self`'s rows, less `removed`'s, plus `added`'s; `None` when a count
+    /// would fall below zero (what changed does not add up to what was there).
+    pub fn carried(&self, added: &Self, removed: &Self) -> Option<Self> {
+        let mut t = self.clone();
+        t.usd_events += added.usd_events - removed.usd_events;
+        t.without_rate += added.without_rate - removed.without_rate;
+        for (d, n) in &added.by_gap_days {
+            *t.by_gap_days.entry(*d).or_default() += n;
+        }
+        for (d, n) in &removed.by_gap_days {
+            *t.by_gap_days.entry(*d).or_default() -= n;
+        }
+        t.by_gap_days.retain(|_, n| *n != 0);
+        let counts_hold =
+            t.usd_events >= 0 && t.without_rate >= 0 && t.by_gap_days.values().all(|n| *n > 0);
+        counts_hold.then_some(t)
+    }
+}
+
+/// The FX-coverage figures over `reach` of the session `sql`.
+async fn fx_totals(sql: &SqlContext, reach: Reach) -> Result<FxFigures> {
+    let t = gold::FCT_PAYMENTS;
+    // One pass over the USD events, grouped by their day and their rate's day: how many, and
+    // how many without a rate.
+    let groups = query(
+        sql,
+        t,
+        &format!(
+            "SELECT processor_date, fx_rate_date, count(*), \
+             count(*) FILTER (WHERE fx_rate_micros IS NULL OR fx_rate_date IS NULL) \
+             FROM {} WHERE lower(currency) = 'usd' GROUP BY processor_date, fx_rate_date",
+            reach.table(t)
+        ),
+    )
+    .await?;
+    let days = ints(&groups, 0, t)?;
+    let rate_days = ints(&groups, 1, t)?;
+    let counts = ints(&groups, 2, t)?;
+    let without = ints(&groups, 3, t)?;
+    let mut f = FxFigures::default();
+    for (((p, r), n), w) in days.into_iter().zip(rate_days).zip(counts).zip(without) {
+        let n = n.unwrap_or(0);
+        f.usd_events += n;
+        f.without_rate += w.unwrap_or(0);
+        if let (Some(p), Some(r)) = (p, r) {
+            *f.by_gap_days.entry(p - r).or_default() += n;
+        }
+    }
+    Ok(f)
+}
+
+/// The FX-coverage figures read from `gold.fct_payments` whole at its graded snapshot (what a
+/// carried figure must equal).
+pub async fn fx_figures(catalog: &Catalog, ctx: &GradeContext) -> Result<FxFigures> {
+    if !graded(ctx, gold::FCT_PAYMENTS) {
+        return Ok(FxFigures::default());
+    }
+    let sql = ctx.sql(catalog).await?;
+    fx_totals(&sql, Reach::Whole).await
+}
+
+/// The last publish's FX-coverage figures carried to the graded snapshot of
+/// `gold.fct_payments`: (figures, the publish carried from, grades carried in a row with this
+/// one); `Err` says why they cannot be.
+async fn carry_fx(
+    catalog: &Catalog,
+    ctx: &GradeContext,
+) -> std::result::Result<(FxFigures, u64, u64), String> {
+    let t = gold::FCT_PAYMENTS;
+    let Some(previous) = &ctx.previous else {
+        return Err("nothing published yet".into());
+    };
+    let publish = previous.publish_number.unwrap_or_default();
+    let evidence = previous
+        .audits
+        .iter()
+        .find(|a| a.name == FX_COVERAGE)
+        .map(|a| &a.evidence)
+        .ok_or_else(|| format!("publish {publish} recorded no fx coverage figures"))?;
+    let base: FxFigures = serde_json::from_value(evidence.clone())
+        .map_err(|e| format!("publish {publish}'s fx coverage figures do not read: {e}"))?;
+    let chain = evidence["basis"]["chain"].as_u64().unwrap_or(0) + 1;
+    let (Some(from), Some(to)) = (previous.snapshots.get(t), ctx.snapshots.get(t)) else {
+        return Err(format!(
+            "{t} is not in both publish {publish} and this grade"
+        ));
+    };
+    let sql = catalog
+        .sql_changes(ctx.version, &[(t, *from, *to)])
+        .await
+        .map_err(|e| e.to_string())?;
+    let (added, removed) = futures::try_join!(
+        fx_totals(&sql, Reach::Added),
+        fx_totals(&sql, Reach::Removed),
+    )
+    .map_err(|e| e.to_string())?;
+    let carried = base
+        .carried(&added, &removed)
+        .ok_or_else(|| format!("{t}'s files changed since publish {publish} do not add up"))?;
+    Ok((carried, publish, chain))
+}
+
+const FX_COVERAGE: &str = "fx coverage";
+
 fn fx_coverage_audit<'a>(
     catalog: &'a Catalog,
     ctx: &'a GradeContext,
@@ -783,32 +913,35 @@ fn fx_coverage_audit<'a>(
     async move {
         let t = gold::FCT_PAYMENTS;
         if !graded(ctx, t) {
-            return Ok(fx_coverage(0, 0, &[], None));
+            let mut r = fx_coverage(0, 0, &[], None);
+            r.evidence["by_gap_days"] = json!({});
+            return Ok(r);
         }
-        let sql = ctx.sql(catalog).await?;
-        // One pass over the USD events, grouped by their day and their rate's day: how many,
-        // how many without a rate, and the oldest rate used (the largest gap between an
-        // event's processor date and the date of the rate it converted at).
-        let groups = query(
-            &sql,
-            t,
-            &format!(
-                "SELECT processor_date, fx_rate_date, count(*), \
-                 count(*) FILTER (WHERE fx_rate_micros IS NULL OR fx_rate_date IS NULL) \
-                 FROM {t} WHERE lower(currency) = 'usd' GROUP BY processor_date, fx_rate_date"
-            ),
-        )
-        .await?;
-        let days = ints(&groups, 0, t)?;
-        let rate_days = ints(&groups, 1, t)?;
-        let usd: i64 = ints(&groups, 2, t)?.into_iter().flatten().sum();
-        let without: i64 = ints(&groups, 3, t)?.into_iter().flatten().sum();
-        let oldest = days
-            .into_iter()
-            .zip(rate_days)
-            .filter_map(|(p, r)| Some(p? - r?))
-            .max();
-        let examples = if without > 0 {
+        let carried = carry_fx(catalog, ctx).await;
+        let (figures, basis, check) = match carried {
+            Ok((figures, publish, chain)) if chain < CONSERVATION_WHOLE_EVERY => {
+                let basis = json!({
+                    "read": format!("changes since publish {publish}"),
+                    "chain": chain,
+                });
+                (figures, basis, None)
+            }
+            carried => {
+                let whole = fx_figures(catalog, ctx).await?;
+                let why = match &carried {
+                    Ok(_) => format!("one grade in {CONSERVATION_WHOLE_EVERY} reads whole"),
+                    Err(why) => why.clone(),
+                };
+                let check = carried.ok().map(|(f, publish, _)| (publish, f));
+                (
+                    whole,
+                    json!({ "read": "whole", "why": why, "chain": 0 }),
+                    check,
+                )
+            }
+        };
+        let examples = if figures.without_rate > 0 {
+            let sql = ctx.sql(catalog).await?;
             let rows = query(
                 &sql,
                 t,
@@ -834,7 +967,19 @@ fn fx_coverage_audit<'a>(
         } else {
             Vec::new()
         };
-        Ok(fx_coverage(usd, without, &examples, oldest))
+        let mut r = fx_coverage(
+            figures.usd_events,
+            figures.without_rate,
+            &examples,
+            figures.oldest_days(),
+        );
+        r.evidence["by_gap_days"] = json!(figures.by_gap_days);
+        r.evidence["basis"] = basis;
+        Ok(check_carried(
+            r,
+            &figures,
+            check.as_ref().map(|(publish, f)| (*publish, f)),
+        ))
     }
     .boxed()
 }
@@ -1184,6 +1329,36 @@ mod tests {
             r.reason,
             "4 of 120 USD events have no rate on or before their day (evt_1 on 2026-08-01, …)"
         );
+    }
+
+    #[test]
+    fn fx_figures_are_carried_and_the_oldest_rate_goes_with_its_events() {
+        let fx = |usd, without, gaps: &[(i64, i64)]| FxFigures {
+            usd_events: usd,
+            without_rate: without,
+            by_gap_days: gaps.iter().copied().collect(),
+        };
+        let base = fx(10, 0, &[(0, 6), (1, 3), (3, 1)]);
+        assert_eq!(base.oldest_days(), Some(3));
+        // A partition rewritten: its old rows (with the 3-day-old rate) go, new rows come.
+        let removed = fx(4, 0, &[(0, 3), (3, 1)]);
+        let added = fx(5, 1, &[(0, 4)]);
+        let carried = base.carried(&added, &removed).expect("adds up");
+        assert_eq!(carried, fx(11, 1, &[(0, 7), (1, 3)]));
+        assert_eq!(carried.oldest_days(), Some(1));
+        assert_eq!(FxFigures::default().oldest_days(), None);
+        // More removed than was there: the file lists do not add up.
+        assert_eq!(
+            base.carried(&FxFigures::default(), &fx(1, 0, &[(2, 1)])),
+            None
+        );
+        assert_eq!(base.carried(&FxFigures::default(), &fx(11, 0, &[])), None);
+        // What the evidence holds reads back as the same figures.
+        let evidence = fx_coverage(11, 1, &[], carried.oldest_days());
+        let mut evidence = evidence.evidence;
+        evidence["by_gap_days"] = json!(carried.by_gap_days);
+        let read: FxFigures = serde_json::from_value(evidence).expect("figures");
+        assert_eq!(read, carried);
     }
 
     #[test]

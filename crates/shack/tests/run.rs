@@ -219,9 +219,11 @@ async fn daily_runs_through_the_season_equal_one_rebuild() {
     let mut published = 0;
     let mut blocked = Vec::new();
     let mut carried = 0;
+    let mut fx_carried = 0;
     while through <= utc(2026, 11, 1, 12, 0, 0) {
         let r = run(&lake, &season, through, false).await;
         carried += conservation_is_a_whole_read(&lake, &r).await;
+        fx_carried += fx_coverage_is_a_whole_read(&lake, &r).await;
         if r.published() {
             published += 1;
         } else {
@@ -243,8 +245,13 @@ async fn daily_runs_through_the_season_equal_one_rebuild() {
         carried * 10 >= published * 8,
         "{carried} of {published} carried"
     );
+    assert!(
+        fx_carried * 10 >= published * 8,
+        "fx coverage: {fx_carried} of {published} carried"
+    );
     let rebuilt = run(&lake, &season, through, true).await;
     conservation_is_a_whole_read(&lake, &rebuilt).await;
+    fx_coverage_is_a_whole_read(&lake, &rebuilt).await;
     assert!(rebuilt.published());
     for t in silver::TABLES.iter().chain(gold::TABLES.iter()) {
         let again = table_rows(&lake, t, &At::Main).await;
@@ -275,6 +282,37 @@ async fn conservation_is_a_whole_read(lake: &Lake, r: &RunReport) -> usize {
         whole,
         "as of {}: {}",
         r.grade.as_of(),
+        audit.render()
+    );
+    let basis = audit.evidence["basis"]["read"].as_str().expect("a basis");
+    usize::from(basis.starts_with("changes since publish"))
+}
+
+/// The FX-coverage audit's figures in `r`'s grade (and the oldest rate its reason names) equal
+/// a whole read of `gold.fct_payments` at the graded snapshot; 1 when it carried them.
+async fn fx_coverage_is_a_whole_read(lake: &Lake, r: &RunReport) -> usize {
+    let audit = r
+        .grade
+        .results
+        .iter()
+        .find(|a| a.name == "fx coverage")
+        .expect("fx coverage ran");
+    let figures: shack::audits::FxFigures =
+        serde_json::from_value(audit.evidence.clone()).expect("fx coverage's figures");
+    let whole = shack::audits::fx_figures(&lake.catalog, &r.grade.context)
+        .await
+        .expect("a whole read");
+    assert_eq!(
+        figures,
+        whole,
+        "as of {}: {}",
+        r.grade.as_of(),
+        audit.render()
+    );
+    assert_eq!(
+        audit.evidence["oldest_rate_days"].as_i64(),
+        whole.oldest_days(),
+        "{}",
         audit.render()
     );
     let basis = audit.evidence["basis"]["read"].as_str().expect("a basis");
