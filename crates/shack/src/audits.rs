@@ -633,19 +633,7 @@ struct Carried {
 /// The last publish's figures, less the rows of every conserved table's data files removed
 /// since, plus those of the files added since; `Err` says why they cannot be carried.
 async fn carry(catalog: &Catalog, ctx: &GradeContext) -> std::result::Result<Carried, String> {
-    let Some(previous) = &ctx.previous else {
-        return Err("nothing published yet".into());
-    };
-    let publish = previous.publish_number.unwrap_or_default();
-    let evidence = previous
-        .audits
-        .iter()
-        .find(|a| a.name == CONSERVATION)
-        .map(|a| &a.evidence)
-        .ok_or_else(|| format!("publish {publish} recorded no conservation figures"))?;
-    let base: ConservationTotals = serde_json::from_value(evidence.clone())
-        .map_err(|e| format!("publish {publish}'s conservation figures do not read: {e}"))?;
-    let chain = evidence["basis"]["chain"].as_u64().unwrap_or(0) + 1;
+    let (base, previous, publish, chain) = last_figures::<ConservationTotals>(ctx, CONSERVATION)?;
     let mut tables = Vec::new();
     for name in conserved_tables() {
         match (previous.snapshots.get(&name), ctx.snapshots.get(&name)) {
@@ -863,6 +851,29 @@ pub async fn fx_figures(catalog: &Catalog, ctx: &GradeContext) -> Result<FxFigur
     fx_totals(&sql, Reach::Whole).await
 }
 
+/// The figures audit `name` recorded in its evidence at the last publish, that publish, its
+/// number and how many grades in a row (this one included) will have carried them; `Err`
+/// says why there are none to carry.
+fn last_figures<'a, T: serde::de::DeserializeOwned>(
+    ctx: &'a GradeContext,
+    name: &str,
+) -> std::result::Result<(T, &'a crate::publish::PublishRecord, u64, u64), String> {
+    let Some(previous) = &ctx.previous else {
+        return Err("nothing published yet".into());
+    };
+    let publish = previous.publish_number.unwrap_or_default();
+    let evidence = previous
+        .audits
+        .iter()
+        .find(|a| a.name == name)
+        .map(|a| &a.evidence)
+        .ok_or_else(|| format!("publish {publish} recorded no {name} figures"))?;
+    let figures: T = serde_json::from_value(evidence.clone())
+        .map_err(|e| format!("publish {publish}'s {name} figures do not read: {e}"))?;
+    let chain = evidence["basis"]["chain"].as_u64().unwrap_or(0) + 1;
+    Ok((figures, previous, publish, chain))
+}
+
 /// The last publish's FX-coverage figures carried to the graded snapshot of
 /// `gold.fct_payments`: (figures, the publish carried from, grades carried in a row with this
 /// one); `Err` says why they cannot be.
@@ -871,19 +882,7 @@ async fn carry_fx(
     ctx: &GradeContext,
 ) -> std::result::Result<(FxFigures, u64, u64), String> {
     let t = gold::FCT_PAYMENTS;
-    let Some(previous) = &ctx.previous else {
-        return Err("nothing published yet".into());
-    };
-    let publish = previous.publish_number.unwrap_or_default();
-    let evidence = previous
-        .audits
-        .iter()
-        .find(|a| a.name == FX_COVERAGE)
-        .map(|a| &a.evidence)
-        .ok_or_else(|| format!("publish {publish} recorded no fx coverage figures"))?;
-    let base: FxFigures = serde_json::from_value(evidence.clone())
-        .map_err(|e| format!("publish {publish}'s fx coverage figures do not read: {e}"))?;
-    let chain = evidence["basis"]["chain"].as_u64().unwrap_or(0) + 1;
+    let (base, previous, publish, chain) = last_figures::<FxFigures>(ctx, FX_COVERAGE)?;
     let (Some(from), Some(to)) = (previous.snapshots.get(t), ctx.snapshots.get(t)) else {
         return Err(format!(
             "{t} is not in both publish {publish} and this grade"

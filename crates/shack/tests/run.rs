@@ -263,22 +263,22 @@ async fn daily_runs_through_the_season_equal_one_rebuild() {
     }
 }
 
-/// The conservation audit's figures in `r`'s grade equal a whole read of the graded snapshots,
-/// however the audit got them; 1 when it carried them from the last publish.
-async fn conservation_is_a_whole_read(lake: &Lake, r: &RunReport) -> usize {
+/// Audit `name`'s figures in `r`'s grade (its evidence) equal `whole`, a whole read of the
+/// graded snapshots, however the audit got them; 1 when it carried them from the last publish.
+fn figures_equal<T>(r: &RunReport, name: &str, whole: &T) -> usize
+where
+    T: serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
     let audit = r
         .grade
         .results
         .iter()
-        .find(|a| a.name == "conservation")
-        .expect("conservation ran");
-    let figures: shack::audits::ConservationTotals =
-        serde_json::from_value(audit.evidence.clone()).expect("conservation's figures");
-    let whole = shack::audits::conservation_figures(&lake.catalog, &r.grade.context)
-        .await
-        .expect("a whole read");
+        .find(|a| a.name == name)
+        .unwrap_or_else(|| panic!("{name} ran"));
+    let figures: T = serde_json::from_value(audit.evidence.clone())
+        .unwrap_or_else(|e| panic!("{name}'s figures: {e}"));
     assert_eq!(
-        figures,
+        &figures,
         whole,
         "as of {}: {}",
         r.grade.as_of(),
@@ -288,35 +288,29 @@ async fn conservation_is_a_whole_read(lake: &Lake, r: &RunReport) -> usize {
     usize::from(basis.starts_with("changes since publish"))
 }
 
-/// The FX-coverage audit's figures in `r`'s grade (and the oldest rate its reason names) equal
-/// a whole read of `gold.fct_payments` at the graded snapshot; 1 when it carried them.
+/// The conservation audit's figures equal a whole read; 1 when it carried them.
+async fn conservation_is_a_whole_read(lake: &Lake, r: &RunReport) -> usize {
+    let whole = shack::audits::conservation_figures(&lake.catalog, &r.grade.context)
+        .await
+        .expect("a whole read");
+    figures_equal(r, "conservation", &whole)
+}
+
+/// The FX-coverage audit's figures, and the oldest rate its reason names, equal a whole read
+/// of `gold.fct_payments`; 1 when it carried them.
 async fn fx_coverage_is_a_whole_read(lake: &Lake, r: &RunReport) -> usize {
-    let audit = r
+    let whole = shack::audits::fx_figures(&lake.catalog, &r.grade.context)
+        .await
+        .expect("a whole read");
+    let carried = figures_equal(r, "fx coverage", &whole);
+    let oldest = r
         .grade
         .results
         .iter()
         .find(|a| a.name == "fx coverage")
-        .expect("fx coverage ran");
-    let figures: shack::audits::FxFigures =
-        serde_json::from_value(audit.evidence.clone()).expect("fx coverage's figures");
-    let whole = shack::audits::fx_figures(&lake.catalog, &r.grade.context)
-        .await
-        .expect("a whole read");
-    assert_eq!(
-        figures,
-        whole,
-        "as of {}: {}",
-        r.grade.as_of(),
-        audit.render()
-    );
-    assert_eq!(
-        audit.evidence["oldest_rate_days"].as_i64(),
-        whole.oldest_days(),
-        "{}",
-        audit.render()
-    );
-    let basis = audit.evidence["basis"]["read"].as_str().expect("a basis");
-    usize::from(basis.starts_with("changes since publish"))
+        .and_then(|a| a.evidence["oldest_rate_days"].as_i64());
+    assert_eq!(oldest, whole.oldest_days(), "as of {}", r.grade.as_of());
+    carried
 }
 
 /// A settlement that gold's cash does not match: while its day closed less than 48 hours ago
