@@ -622,17 +622,72 @@ pub async fn conservation_figures(
 pub const CONSERVATION_WHOLE_EVERY: u64 = 7;
 
 /// The last publish's conservation figures carried to the graded snapshots.
-struct Carried {
-    totals: ConservationTotals,
+struct Carried<T> {
+    totals: T,
     /// The publish carried from.
     publish: u64,
     /// Grades carried in a row since the last whole read, this one included.
     chain: u64,
 }
 
+/// What a carried audit judges, and how it got it (see [`carried_or_whole`]).
+struct Figures<T> {
+    figures: T,
+    /// The evidence's `basis`: carried (from which publish, how many in a row) or whole (why).
+    basis: serde_json::Value,
+    /// Figures carried to this grade that the whole read must equal.
+    check: Option<Carried<T>>,
+}
+
+impl<T: PartialEq + serde::Serialize> Figures<T> {
+    /// `result` (the judgement of these figures) with their basis, blocked when figures carried
+    /// to this grade differ from the whole read ([`check_carried`]).
+    fn finish(&self, mut result: AuditResult) -> AuditResult {
+        result.evidence["basis"] = self.basis.clone();
+        check_carried(
+            result,
+            &self.figures,
+            self.check.as_ref().map(|c| (c.publish, &c.totals)),
+        )
+    }
+}
+
+/// The figures `carried` from the last publish while fewer than [`CONSERVATION_WHOLE_EVERY`]
+/// grades in a row have carried them; otherwise (or when they cannot be carried) `whole`, read.
+async fn carried_or_whole<T>(
+    carried: std::result::Result<Carried<T>, String>,
+    whole: impl std::future::Future<Output = Result<T>>,
+) -> Result<Figures<T>> {
+    match carried {
+        Ok(c) if c.chain < CONSERVATION_WHOLE_EVERY => Ok(Figures {
+            basis: json!({
+                "read": format!("changes since publish {}", c.publish),
+                "chain": c.chain,
+            }),
+            figures: c.totals,
+            check: None,
+        }),
+        carried => {
+            let figures = whole.await?;
+            let why = match &carried {
+                Ok(_) => format!("one grade in {CONSERVATION_WHOLE_EVERY} reads whole"),
+                Err(why) => why.clone(),
+            };
+            Ok(Figures {
+                figures,
+                basis: json!({ "read": "whole", "why": why, "chain": 0 }),
+                check: carried.ok(),
+            })
+        }
+    }
+}
+
 /// The last publish's figures, less the rows of every conserved table's data files removed
 /// since, plus those of the files added since; `Err` says why they cannot be carried.
-async fn carry(catalog: &Catalog, ctx: &GradeContext) -> std::result::Result<Carried, String> {
+async fn carry(
+    catalog: &Catalog,
+    ctx: &GradeContext,
+) -> std::result::Result<Carried<ConservationTotals>, String> {
     let (base, previous, publish, chain) = last_figures::<ConservationTotals>(ctx, CONSERVATION)?;
     let mut tables = Vec::new();
     for name in conserved_tables() {
@@ -696,31 +751,13 @@ fn conservation_audit<'a>(
     ctx: &'a GradeContext,
 ) -> BoxFuture<'a, Result<AuditResult>> {
     async move {
-        let carried = carry(catalog, ctx).await;
-        if let Ok(c) = &carried
-            && c.chain < CONSERVATION_WHOLE_EVERY
-        {
-            let t = &c.totals;
-            let mut r = conservation(&t.silver, &t.gold, &t.sources);
-            r.evidence["basis"] = json!({
-                "read": format!("changes since publish {}", c.publish),
-                "chain": c.chain,
-            });
-            return Ok(r);
-        }
-        let whole = conservation_figures(catalog, ctx).await?;
-        let why = match &carried {
-            Ok(_) => format!("one grade in {CONSERVATION_WHOLE_EVERY} reads whole"),
-            Err(why) => why.clone(),
-        };
-        let mut r = conservation(&whole.silver, &whole.gold, &whole.sources);
-        r.evidence["basis"] = json!({ "read": "whole", "why": why, "chain": 0 });
-        let carried = carried.ok();
-        Ok(check_carried(
-            r,
-            &whole,
-            carried.as_ref().map(|c| (c.publish, &c.totals)),
-        ))
+        let f = carried_or_whole(
+            carry(catalog, ctx).await,
+            conservation_figures(catalog, ctx),
+        )
+        .await?;
+        let t = &f.figures;
+        Ok(f.finish(conservation(&t.silver, &t.gold, &t.sources)))
     }
     .boxed()
 }
@@ -875,12 +912,11 @@ fn last_figures<'a, T: serde::de::DeserializeOwned>(
 }
 
 /// The last publish's FX-coverage figures carried to the graded snapshot of
-/// `gold.fct_payments`: (figures, the publish carried from, grades carried in a row with this
-/// one); `Err` says why they cannot be.
+/// `gold.fct_payments`; `Err` says why they cannot be.
 async fn carry_fx(
     catalog: &Catalog,
     ctx: &GradeContext,
-) -> std::result::Result<(FxFigures, u64, u64), String> {
+) -> std::result::Result<Carried<FxFigures>, String> {
     let t = gold::FCT_PAYMENTS;
     let (base, previous, publish, chain) = last_figures::<FxFigures>(ctx, FX_COVERAGE)?;
     let (Some(from), Some(to)) = (previous.snapshots.get(t), ctx.snapshots.get(t)) else {
@@ -897,13 +933,24 @@ async fn carry_fx(
         fx_totals(&sql, Reach::Removed),
     )
     .map_err(|e| e.to_string())?;
-    let carried = base
+    let totals = base
         .carried(&added, &removed)
         .ok_or_else(|| format!("{t}'s files changed since publish {publish} do not add up"))?;
-    Ok((carried, publish, chain))
+    Ok(Carried {
+        totals,
+        publish,
+        chain,
+    })
 }
 
 const FX_COVERAGE: &str = "fx coverage";
+
+/// [`fx_coverage`]'s judgement of `f`, its evidence holding the figures the next grade carries.
+fn fx_judged(f: &FxFigures, examples: &[String]) -> AuditResult {
+    let mut r = fx_coverage(f.usd_events, f.without_rate, examples, f.oldest_days());
+    r.evidence["by_gap_days"] = json!(f.by_gap_days);
+    r
+}
 
 fn fx_coverage_audit<'a>(
     catalog: &'a Catalog,
@@ -912,34 +959,10 @@ fn fx_coverage_audit<'a>(
     async move {
         let t = gold::FCT_PAYMENTS;
         if !graded(ctx, t) {
-            let mut r = fx_coverage(0, 0, &[], None);
-            r.evidence["by_gap_days"] = json!({});
-            return Ok(r);
+            return Ok(fx_judged(&FxFigures::default(), &[]));
         }
-        let carried = carry_fx(catalog, ctx).await;
-        let (figures, basis, check) = match carried {
-            Ok((figures, publish, chain)) if chain < CONSERVATION_WHOLE_EVERY => {
-                let basis = json!({
-                    "read": format!("changes since publish {publish}"),
-                    "chain": chain,
-                });
-                (figures, basis, None)
-            }
-            carried => {
-                let whole = fx_figures(catalog, ctx).await?;
-                let why = match &carried {
-                    Ok(_) => format!("one grade in {CONSERVATION_WHOLE_EVERY} reads whole"),
-                    Err(why) => why.clone(),
-                };
-                let check = carried.ok().map(|(f, publish, _)| (publish, f));
-                (
-                    whole,
-                    json!({ "read": "whole", "why": why, "chain": 0 }),
-                    check,
-                )
-            }
-        };
-        let examples = if figures.without_rate > 0 {
+        let f = carried_or_whole(carry_fx(catalog, ctx).await, fx_figures(catalog, ctx)).await?;
+        let examples = if f.figures.without_rate > 0 {
             let sql = ctx.sql(catalog).await?;
             let rows = query(
                 &sql,
@@ -966,19 +989,7 @@ fn fx_coverage_audit<'a>(
         } else {
             Vec::new()
         };
-        let mut r = fx_coverage(
-            figures.usd_events,
-            figures.without_rate,
-            &examples,
-            figures.oldest_days(),
-        );
-        r.evidence["by_gap_days"] = json!(figures.by_gap_days);
-        r.evidence["basis"] = basis;
-        Ok(check_carried(
-            r,
-            &figures,
-            check.as_ref().map(|(publish, f)| (*publish, f)),
-        ))
+        Ok(f.finish(fx_judged(&f.figures, &examples)))
     }
     .boxed()
 }
