@@ -577,6 +577,11 @@ impl Table {
         let mut manifests: Vec<ManifestFile> = Vec::new();
         // Removed files, with the partition spec of the manifest that listed them.
         let mut deleted: Vec<(DataFile, i32)> = Vec::new();
+        // The rows kept from every rewritten file, written together once the manifests are
+        // walked: a file per partition, not a file per rewritten file (rewrites by rows would
+        // otherwise split a small table into more files on every replace, each read by the
+        // next replace).
+        let mut kept_rows: Vec<RecordBatch> = Vec::new();
         if let Some(parent_id) = parent {
             let list = self.manifest_list(parent_id).await?;
             // Position or equality delete files on the branch: rows read back for a rewrite
@@ -633,7 +638,7 @@ impl Table {
                         Verdict::Keep => keep.push(entry.clone()),
                         Verdict::Drop => drop.push(entry.clone()),
                         Verdict::Rewrite(survivors) => {
-                            added.extend(self.write_data_files(&survivors).await?);
+                            kept_rows.extend(survivors);
                             drop.push(entry.clone());
                         }
                     }
@@ -678,6 +683,8 @@ impl Table {
                 });
             }
         }
+
+        added.extend(self.write_data_files(&kept_rows).await?);
 
         // 2. Keep the manifest list short: merge a tier of carried data manifests of one
         //    partition spec once it is full (the merged manifest keeps that spec). A spec that

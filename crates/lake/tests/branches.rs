@@ -370,6 +370,53 @@ async fn replace_by_partition_rows_and_whole_table() {
     );
 }
 
+/// A replace by rows that rewrites several files writes the rows it keeps from all of them
+/// together (a file per partition), so a small table replaced by rows again and again does not
+/// split into more files each time.
+#[tokio::test]
+async fn a_replace_by_rows_writes_what_it_keeps_together() {
+    let c = Catalog::in_memory();
+    c.create_table("gold.mart", &schema(), &[]).await.unwrap();
+    for i in 0..4 {
+        c.append(
+            "gold.mart",
+            "main",
+            &[batch(i * 10..i * 10 + 10, "2026-08-01")],
+            BTreeMap::new(),
+        )
+        .await
+        .unwrap();
+    }
+    // Remove the first row of every file.
+    let pred: lake::RowPredicate = std::sync::Arc::new(|b: &arrow_array::RecordBatch| {
+        let id = b
+            .column_by_name("id")
+            .and_then(|c| c.as_any().downcast_ref::<arrow_array::Int64Array>())
+            .ok_or_else(|| LakeError::Other("no id".into()))?;
+        Ok(id.iter().map(|v| v.map(|v| v % 10 == 0)).collect())
+    });
+    let r = c
+        .replace(
+            "gold.mart",
+            "main",
+            &Replace::Rows(pred),
+            &[batch(100..102, "2026-08-02")],
+            BTreeMap::new(),
+        )
+        .await
+        .unwrap();
+    let t = c.table("gold.mart").await.unwrap();
+    let s = t.snapshot(r.snapshot_id).unwrap();
+    assert_eq!(s.summary["deleted-data-files"], "4");
+    assert_eq!(s.summary["deleted-records"], "40");
+    // The 36 kept rows in one file, the two new rows in another.
+    assert_eq!(s.summary["added-data-files"], "2");
+    assert_eq!(s.summary["added-records"], "38");
+    assert_eq!(t.data_files(&At::Main).await.unwrap().len(), 2);
+    let expect: Vec<i64> = (0..40).filter(|i| i % 10 != 0).chain(100..102).collect();
+    assert_eq!(ids(&t.scan(&At::Main).await.unwrap()), expect);
+}
+
 /// SQL reads a many-file table on several partitions at once (as many as the session's
 /// target partitions, at most one a file), pushes its filters to iceberg's planning, and gives
 /// the same answers as a scan; an empty `main` is an empty table.
