@@ -454,6 +454,16 @@ fn machine() -> (String, Value) {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
+    // The commit is asked when the bench runs: a work tree with changes to tracked files may
+    // have built something else, and the line says so.
+    let changed = !commit.is_empty()
+        && Command::new("git")
+            .args(["status", "--porcelain", "--untracked-files=no"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .is_some_and(|o| !o.stdout.is_empty());
     let profile = if cfg!(debug_assertions) {
         "dev"
     } else {
@@ -465,7 +475,14 @@ fn machine() -> (String, Value) {
         if commit.is_empty() {
             String::new()
         } else {
-            format!(" of {commit}")
+            format!(
+                " of {commit}{}",
+                if changed {
+                    " with uncommitted changes"
+                } else {
+                    ""
+                }
+            )
         }
     );
     let v = json!({
