@@ -90,6 +90,10 @@ impl std::fmt::Debug for Replace {
     }
 }
 
+/// How many kept rows a replace that rewrites files holds before writing them out (see
+/// [`Table::stage_files`]).
+const KEPT_ROWS_HELD: usize = 1 << 20;
+
 /// Manifests are merged in tiers: a manifest of `n` live entries is in tier `log4(n)`, and
 /// when a tier holds this many manifests an append merges them into one of the next tier. Each
 /// entry is rewritten once per tier (about seven times for 26,000 appends), never once per
@@ -580,7 +584,8 @@ impl Table {
         // The rows kept from every rewritten file, written together once the manifests are
         // walked: a file per partition, not a file per rewritten file (rewrites by rows would
         // otherwise split a small table into more files on every replace, each read by the
-        // next replace).
+        // next replace). Written out early once they reach `KEPT_ROWS_HELD`, so a replace
+        // that rewrites many large files holds no more than that at once.
         let mut kept_rows: Vec<RecordBatch> = Vec::new();
         if let Some(parent_id) = parent {
             let list = self.manifest_list(parent_id).await?;
@@ -640,6 +645,12 @@ impl Table {
                         Verdict::Rewrite(survivors) => {
                             kept_rows.extend(survivors);
                             drop.push(entry.clone());
+                            if kept_rows.iter().map(RecordBatch::num_rows).sum::<usize>()
+                                >= KEPT_ROWS_HELD
+                            {
+                                let rows = std::mem::take(&mut kept_rows);
+                                added.extend(self.write_data_files(&rows).await?);
+                            }
                         }
                     }
                 }
