@@ -327,7 +327,7 @@ pub fn conservation(
     if problems.is_empty() {
         let rows: i64 = balances.iter().map(|b| b.bronze).sum();
         AuditResult::new(
-            "conservation",
+            CONSERVATION,
             Verdict::Pass,
             format!(
                 "{} events, same count and same net in silver and gold; {} bronze rows all accounted for",
@@ -337,12 +337,7 @@ pub fn conservation(
             evidence,
         )
     } else {
-        AuditResult::new(
-            "conservation",
-            Verdict::Block,
-            problems.join("; "),
-            evidence,
-        )
+        AuditResult::new(CONSERVATION, Verdict::Block, problems.join("; "), evidence)
     }
 }
 
@@ -718,6 +713,8 @@ async fn carry(
     })
 }
 
+/// The conservation audit's name: its results carry it, and the next grade finds its figures
+/// in the last publish by it.
 const CONSERVATION: &str = "conservation";
 
 /// A whole read's result, and BLOCK when the figures carried from publish `carried.0` differ
@@ -785,7 +782,7 @@ pub fn fx_coverage(
             ""
         };
         return AuditResult::new(
-            "fx coverage",
+            FX_COVERAGE,
             Verdict::Block,
             format!(
                 "{} of {} USD events have no rate on or before their day ({}{more})",
@@ -803,7 +800,7 @@ pub fn fx_coverage(
             if d == 1 { "" } else { "s" }
         ),
     };
-    AuditResult::new("fx coverage", Verdict::Pass, reason, evidence)
+    AuditResult::new(FX_COVERAGE, Verdict::Pass, reason, evidence)
 }
 
 /// The FX-coverage audit's figures over `gold.fct_payments`' USD events (its evidence holds
@@ -943,6 +940,7 @@ async fn carry_fx(
     })
 }
 
+/// The FX-coverage audit's name, as [`CONSERVATION`] is.
 const FX_COVERAGE: &str = "fx coverage";
 
 /// [`fx_coverage`]'s judgement of `f`, its evidence holding the figures the next grade carries.
