@@ -468,13 +468,14 @@ impl Catalog {
         for change in &changes {
             writes.push(self.write_change_metadata(change));
         }
-        let results: Vec<Result<Option<String>>> = futures::stream::iter(writes)
+        let results: Vec<Result<Option<NewMetadata>>> = futures::stream::iter(writes)
             .buffered(AT_ONCE)
             .collect()
             .await;
         let mut new_locations: BTreeMap<String, Option<String>> = BTreeMap::new();
         let mut snapshots = BTreeMap::new();
         let mut written = Vec::new();
+        let mut parsed = BTreeMap::new();
         let mut failed = None;
         for (change, result) in changes.iter().zip(results) {
             let key = change.table.to_string();
@@ -482,9 +483,10 @@ impl Catalog {
                 snapshots.insert(key.clone(), s);
             }
             let loc = match (&change.kind, result) {
-                (ChangeKind::Update(_), Ok(Some(loc))) => {
-                    written.push(loc.clone());
-                    Some(loc)
+                (ChangeKind::Update(_), Ok(Some(w))) => {
+                    written.push(w.location.clone());
+                    parsed.insert(key.clone(), (w.refs, w.bytes));
+                    Some(w.location)
                 }
                 (ChangeKind::Update(_), Ok(None)) => None,
                 (ChangeKind::Update(_), Err(e)) => {
@@ -514,20 +516,31 @@ impl Catalog {
             .commit_version(&changes, &new_locations, operation, message, &properties)
             .await;
         match result {
-            Ok(version) => Ok(Committed {
-                version,
-                tables: new_locations,
-                snapshots,
-                metadata: changes
-                    .into_iter()
-                    .filter_map(|c| match c.kind {
-                        ChangeKind::Update(md) => {
-                            Some((c.table.to_string(), (Arc::new(*md), c.refs)))
-                        }
-                        _ => None,
-                    })
-                    .collect(),
-            }),
+            Ok(version) => {
+                let mut metadata = BTreeMap::new();
+                for c in changes {
+                    let ChangeKind::Update(md) = c.kind else {
+                        continue;
+                    };
+                    let key = c.table.to_string();
+                    let md = Arc::new(*md);
+                    // The next reader of this file in this handle (the next step of a run, the
+                    // next run of a season) takes the metadata just written rather than parse
+                    // it back: the file never changes, and its bytes are this metadata's.
+                    if let (Some(Some(location)), Some((refs, bytes))) =
+                        (new_locations.get(&key), parsed.remove(&key))
+                    {
+                        self.keep_parsed_metadata(location, md.clone(), refs, bytes);
+                    }
+                    metadata.insert(key, (md, c.refs));
+                }
+                Ok(Committed {
+                    version,
+                    tables: new_locations,
+                    snapshots,
+                    metadata,
+                })
+            }
             Err(Failed {
                 error,
                 may_be_named,
@@ -542,14 +555,38 @@ impl Catalog {
     }
 
     /// The new metadata file of an update (`None` for other changes).
-    async fn write_change_metadata(&self, change: &TableChange) -> Result<Option<String>> {
-        match &change.kind {
-            ChangeKind::Update(md) => self
-                .write_metadata(&change.table, md, change.base.as_deref())
-                .await
-                .map(Some),
-            ChangeKind::Register(_) | ChangeKind::Drop => Ok(None),
+    async fn write_change_metadata(&self, change: &TableChange) -> Result<Option<NewMetadata>> {
+        let ChangeKind::Update(md) = &change.kind else {
+            return Ok(None);
+        };
+        let (location, bytes) = self
+            .write_metadata(&change.table, md, change.base.as_deref())
+            .await?;
+        // What the commit keeps for the next reader is the metadata as written; debug builds
+        // (the tests) check that a reader of the file parses exactly that.
+        #[cfg(debug_assertions)]
+        {
+            let parsed: std::result::Result<TableMetadata, _> = serde_json::from_slice(&bytes);
+            assert!(
+                parsed.as_ref().is_ok_and(|p| p == md.as_ref()),
+                "the metadata of {} written to {location} parses back differently",
+                change.table
+            );
         }
+        // Refs the writer did not pass are read from the bytes, as a reader of the file would.
+        let refs = match &change.refs {
+            Some(refs) => refs.clone(),
+            None => Arc::new(refs_of(&bytes).map_err(|e| LakeError::BadMetadata {
+                table: change.table.to_string(),
+                location: location.clone(),
+                detail: e.to_string(),
+            })?),
+        };
+        Ok(Some(NewMetadata {
+            location,
+            refs,
+            bytes: bytes.len() as u64,
+        }))
     }
 
     async fn delete_all(&self, locations: &[String]) {
@@ -728,7 +765,7 @@ impl Catalog {
         name: &TableName,
         md: &TableMetadata,
         base: Option<&str>,
-    ) -> Result<String> {
+    ) -> Result<(String, Bytes)> {
         let next_number = base.and_then(metadata_number).map(|n| n + 1).unwrap_or(0);
         let loc = storage::join(
             md.location(),
@@ -739,12 +776,13 @@ impl Catalog {
         );
         let bytes = serde_json::to_vec(md)
             .map_err(|e| LakeError::Other(format!("serialising metadata of {name}: {e}")))?;
-        if !storage::put_if_absent(self.stores(), &loc, Bytes::from(bytes)).await? {
+        let bytes = Bytes::from(bytes);
+        if !storage::put_if_absent(self.stores(), &loc, bytes.clone()).await? {
             return Err(LakeError::Other(format!(
                 "metadata file {loc} already exists"
             )));
         }
-        Ok(loc)
+        Ok((loc, bytes))
     }
 }
 
@@ -782,6 +820,13 @@ fn refs_of(metadata_json: &[u8]) -> serde_json::Result<RefMap> {
             .or_insert((true, id));
     }
     Ok(out)
+}
+
+/// A table's new metadata file, as a commit wrote it.
+struct NewMetadata {
+    location: String,
+    refs: Arc<RefMap>,
+    bytes: u64,
 }
 
 /// Why a commit failed, and whether a version of it may be in the log (then the files it

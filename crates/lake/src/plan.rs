@@ -7,8 +7,10 @@
 //! in its header, however few entries it holds). Here a [`Catalog`] handle keeps the parsed
 //! files, shared by every table and version it loads, within a byte budget (table metadata
 //! files too, never rewritten either, and what lookups read of each data file's footer and bloom
-//! filters: see [`crate::lookup`]); and [`Table::plan_files_at`] plans a scan from them itself,
-//! parsing the manifests it has not seen yet at once, each on a task of its own.
+//! filters: see [`crate::lookup`]). The metadata a commit writes is kept as written, so the next
+//! step of a run (or the next run of a season) that loads the table does not parse it back. And
+//! [`Table::plan_files_at`] plans a scan from them itself, parsing the manifests it has not seen
+//! yet at once, each on a task of its own.
 //!
 //! The planner keeps a data file unless its column bounds prove that the filter holds no row of
 //! it (a filter it cannot judge keeps the file); the filter still goes to the reader with each
@@ -105,8 +107,13 @@ impl ParsedFiles {
     }
 
     fn put(&self, location: &str, parsed: Parsed, bytes: u64) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).parsed += 1;
+        self.keep(location, parsed, bytes);
+    }
+
+    /// Keep `parsed` for `location` without counting it as parsed (its writer had it).
+    fn keep(&self, location: &str, parsed: Parsed, bytes: u64) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.parsed += 1;
         if bytes > self.budget {
             return;
         }
@@ -210,6 +217,19 @@ impl Catalog {
             bytes.max(1),
         );
         Ok((md, refs))
+    }
+
+    /// Keep metadata this handle just wrote to `location` as if it had parsed the file.
+    pub(crate) fn keep_parsed_metadata(
+        &self,
+        location: &str,
+        md: Arc<TableMetadata>,
+        refs: Arc<RefMap>,
+        bytes: u64,
+    ) {
+        self.inner
+            .parsed
+            .keep(location, Parsed::Metadata(md, refs), bytes.max(1));
     }
 
     /// A data file's key index (see [`crate::lookup`]) under `slot`, read once per catalog
@@ -713,6 +733,67 @@ mod tests {
             .collect();
         out.sort_unstable();
         (out, files)
+    }
+
+    #[tokio::test]
+    async fn a_commit_keeps_the_metadata_it_wrote_as_a_reader_of_the_file_would_have_it() {
+        let store: Arc<dyn object_store::ObjectStore> =
+            Arc::new(object_store::memory::InMemory::new());
+        let open = || Catalog::open_store(store.clone(), "memory:///c", "memory:///w");
+        let c = open();
+        let schema = batch(0, 1).schema();
+        c.create_table("t.kept", &schema, &[])
+            .await
+            .expect("create");
+        let props = BTreeMap::from([("sugarshack.watermark.x".to_string(), "7".to_string())]);
+        c.append("t.kept", "audit", &[batch(0, 10)], props)
+            .await
+            .expect("append");
+        let audit = c.table("t.kept").await.expect("load").head("audit");
+        let audit = audit.expect("audit head");
+        let ops = [
+            crate::RefOp::FastForward {
+                branch: "main".into(),
+                to: audit,
+            },
+            crate::RefOp::CreateTag {
+                name: "publish-1".into(),
+                snapshot_id: audit,
+            },
+        ];
+        c.update_refs("t.kept", &ops, "publish")
+            .await
+            .expect("refs");
+        // A change whose writer passes no refs: they come from the bytes written.
+        let t = c.table("t.kept").await.expect("load");
+        let props = BTreeMap::from([("k".to_string(), "v".to_string())]);
+        let change = t
+            .stage_set_properties(&props)
+            .expect("stage")
+            .expect("a change");
+        c.commit(vec![change], "set", "", BTreeMap::new())
+            .await
+            .expect("commit");
+
+        let (parsed, _) = c.parsed_file_counts();
+        let kept = c.table("t.kept").await.expect("load");
+        assert_eq!(
+            c.parsed_file_counts().0,
+            parsed,
+            "read back without parsing"
+        );
+        let read = open()
+            .table("t.kept")
+            .await
+            .expect("a fresh handle parses the file");
+        assert_eq!(kept.metadata_location(), read.metadata_location());
+        assert_eq!(kept.metadata(), read.metadata());
+        assert_eq!(kept.ref_entries(), read.ref_entries());
+        assert_eq!(kept.head("main"), Some(audit));
+        assert_eq!(
+            kept.metadata().properties().get("k"),
+            Some(&"v".to_string())
+        );
     }
 
     #[tokio::test]
