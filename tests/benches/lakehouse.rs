@@ -1593,16 +1593,23 @@ fn part2(
         ));
         // Early: the first week of August (after the first morning, which starts the lake);
         // late: the last week of September (orders still arrive every day).
+        // (first day, day after the last, the days in words)
         let (early_days, late_days) = if args.quick {
-            (("2026-08-02", "2026-08-05"), ("2026-08-06", "2026-08-09"))
+            (
+                ("2026-08-02", "2026-08-05", "Aug 2-4"),
+                ("2026-08-06", "2026-08-09", "Aug 6-8"),
+            )
         } else {
-            (("2026-08-02", "2026-08-09"), ("2026-09-24", "2026-10-01"))
+            (
+                ("2026-08-02", "2026-08-09", "Aug 2-8"),
+                ("2026-09-24", "2026-10-01", "Sep 24-30"),
+            )
         };
-        let in_window = |r: &Value, (from, to): (&str, &str)| {
+        let in_window = |r: &Value, (from, to, _): (&str, &str, &str)| {
             let t = r["through"].as_str().unwrap_or("");
             !r["replay"].as_bool().unwrap_or(false) && t >= from && t < to
         };
-        let window = |days: (&str, &str)| -> Vec<Value> {
+        let window = |days: (&str, &str, &str)| -> Vec<Value> {
             all_runs
                 .iter()
                 .filter(|r| in_window(r, days))
@@ -1610,7 +1617,6 @@ fn part2(
                 .collect()
         };
         let (early_runs, late_runs) = (window(early_days), window(late_days));
-        let days = |(from, to): (&str, &str)| format!("{from} to {to} (not included)");
 
         // The same days as a scheduler meets them: each run a fresh process on a lake built
         // (day by day) through the morning before, early and late runs taking turns so both
@@ -1662,25 +1668,27 @@ fn part2(
             ));
             Some((row, ratio))
         };
-        let fresh = " (a fresh process each, taking turns)";
-        rows_out.push(
+        let runs_row = |figure: &str, runs: &[Value], note: String| {
             Row::new(
                 &section,
-                "  early-season daily run",
+                figure,
                 Unit::S,
-                &col(&fresh_early, &|r| num(r, "seconds")),
+                &col(runs, &|r| num(r, "seconds")),
             )
-            .note(format!("{}{fresh}", days(early_days))),
-        );
-        rows_out.push(
-            Row::new(
-                &section,
-                "  late-season daily run",
-                Unit::S,
-                &col(&fresh_late, &|r| num(r, "seconds")),
-            )
-            .note(format!("{}{fresh}", days(late_days))),
-        );
+            .note(note)
+        };
+        let fresh =
+            |days: (&str, &str, &str)| format!("{}, a fresh process each, taking turns", days.2);
+        rows_out.push(runs_row(
+            "  early-season daily run",
+            &fresh_early,
+            fresh(early_days),
+        ));
+        rows_out.push(runs_row(
+            "  late-season daily run",
+            &fresh_late,
+            fresh(late_days),
+        ));
         if let Some((mut row, ratio)) = ratio_row(
             "  late / early daily run (medians)",
             &fresh_early,
@@ -1692,24 +1700,13 @@ fn part2(
             });
             rows_out.push(row);
         }
-        rows_out.push(
-            Row::new(
-                &section,
-                "  early-season run, in the season",
-                Unit::S,
-                &col(&early_runs, &|r| num(r, "seconds")),
-            )
-            .note(days(early_days)),
-        );
-        rows_out.push(
-            Row::new(
-                &section,
-                "  late-season run, in the season",
-                Unit::S,
-                &col(&late_runs, &|r| num(r, "seconds")),
-            )
-            .note(days(late_days)),
-        );
+        let (e, l) = (early_days.2.to_string(), late_days.2.to_string());
+        rows_out.push(runs_row(
+            "  early-season run, in the season",
+            &early_runs,
+            e,
+        ));
+        rows_out.push(runs_row("  late-season run, in the season", &late_runs, l));
         if let Some((row, _)) = ratio_row(
             "  late / early in the season's process",
             &early_runs,
