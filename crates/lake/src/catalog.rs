@@ -527,12 +527,14 @@ impl Catalog {
                     // The next reader of this file in this handle (the next step of a run, the
                     // next run of a season) takes the metadata just written rather than parse
                     // it back: the file never changes, and its bytes are this metadata's.
-                    if let (Some(Some(location)), Some((refs, bytes))) =
+                    let mut refs = c.refs;
+                    if let (Some(Some(location)), Some((written, bytes))) =
                         (new_locations.get(&key), parsed.remove(&key))
                     {
-                        self.keep_parsed_metadata(location, md.clone(), refs, bytes);
+                        self.keep_parsed_metadata(location, md.clone(), written.clone(), bytes);
+                        refs = Some(written);
                     }
-                    metadata.insert(key, (md, c.refs));
+                    metadata.insert(key, (md, refs));
                 }
                 Ok(Committed {
                     version,
