@@ -107,13 +107,17 @@ impl ParsedFiles {
     }
 
     fn put(&self, location: &str, parsed: Parsed, bytes: u64) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).parsed += 1;
-        self.keep(location, parsed, bytes);
+        self.insert(location, parsed, bytes, true);
     }
 
     /// Keep `parsed` for `location` without counting it as parsed (its writer had it).
     fn keep(&self, location: &str, parsed: Parsed, bytes: u64) {
+        self.insert(location, parsed, bytes, false);
+    }
+
+    fn insert(&self, location: &str, parsed: Parsed, bytes: u64, was_parsed: bool) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.parsed += u64::from(was_parsed);
         if bytes > self.budget {
             return;
         }
