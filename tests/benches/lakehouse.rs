@@ -1623,11 +1623,12 @@ fn part2(
         // find the machine in the same state. In the season's one process the late runs come
         // after a minute of sustained load on both cores, and this machine is slower then.
         eprintln!("{section}: early and late daily runs, taking turns");
+        let mornings: Vec<String> = (0..=end)
+            .map(|i| noon(i).map(|t| t.format("%Y-%m-%d").to_string()))
+            .collect::<Result<_>>()?;
         let first_morning = |day: &str| -> Result<usize> {
-            let noons = sugarbush::season_noons_ms();
-            (0..noons.len())
-                .find(|&i| noon(i).is_ok_and(|t| t.format("%Y-%m-%d").to_string().as_str() >= day))
-                .filter(|&i| i > 0)
+            (1..mornings.len())
+                .find(|&i| mornings[i].as_str() >= day)
                 .ok_or_else(|| anyhow!("no morning after the first on or after {day}"))
         };
         let (e0, l0) = (first_morning(early_days.0)?, first_morning(late_days.0)?);
