@@ -317,8 +317,130 @@ fn compression(
     }
 }
 
+/// The top-level fixed-width columns (integers, floats, dates, times, timestamps) of `batches`
+/// whose values a Parquet dictionary would not make smaller, to be written plain.
+///
+/// parquet-rs dictionary-encodes every column until its dictionary outgrows a page (1 MiB), so
+/// a column of 100,000 distinct longs (ids, amounts in minor units, event times) was written as
+/// an 800 KB dictionary plus 17-bit indexes into it: a quarter larger than the plain values,
+/// and slower to read for every engine (more bytes to decompress, then a lookup per value).
+/// parquet-java keeps a dictionary only while the dictionary plus its indexes take fewer bytes
+/// than the plain values; this is that test, made over the values one file will hold: with
+/// `d` distinct values of `w` bytes among `n`, the dictionary pays when
+/// `d * w + n * bits(d) / 8 < n * w` (and `d * w` fits parquet-rs's dictionary page limit).
+/// Counting stops as soon as the distinct values are too many, so a column of unique values
+/// costs a hash per value only until then. Other columns (strings, decimals, booleans, nested)
+/// keep parquet-rs's default.
+pub(crate) fn plain_columns(batches: &[RecordBatch]) -> Vec<String> {
+    let Some(first) = batches.first() else {
+        return Vec::new();
+    };
+    let schema = first.schema();
+    let mut out = Vec::new();
+    for (i, field) in schema.fields().iter().enumerate() {
+        let columns: Vec<&dyn Array> = batches
+            .iter()
+            .filter_map(|b| b.columns().get(i).map(|c| c.as_ref()))
+            .collect();
+        if dictionary_pays(&columns) == Some(false) {
+            out.push(field.name().clone());
+        }
+    }
+    out
+}
+
+/// Whether a dictionary makes `columns`' values (one column, across batches) smaller in
+/// Parquet, by the test [`plain_columns`] describes; `None` for a type it does not judge or a
+/// column of nulls only.
+fn dictionary_pays(columns: &[&dyn Array]) -> Option<bool> {
+    use arrow_schema::DataType as T;
+    let first = columns.first()?;
+    // Bytes a value takes in Arrow, and plain in Parquet (8- and 16-bit integers are INT32).
+    let (arrow_width, width) = match first.data_type() {
+        T::Int8 | T::UInt8 => (1, 4),
+        T::Int16 | T::UInt16 => (2, 4),
+        T::Int32 | T::UInt32 | T::Float32 | T::Date32 | T::Time32(_) => (4, 4),
+        T::Int64
+        | T::UInt64
+        | T::Float64
+        | T::Date64
+        | T::Time64(_)
+        | T::Timestamp(_, _)
+        | T::Duration(_) => (8, 8),
+        _ => return None,
+    };
+    if columns.iter().any(|c| c.data_type() != first.data_type()) {
+        return None;
+    }
+    let n: usize = columns.iter().map(|c| c.len() - c.null_count()).sum();
+    if n == 0 {
+        return None;
+    }
+    let plain = n * width;
+    let limit = parquet::file::properties::DEFAULT_DICTIONARY_PAGE_SIZE_LIMIT;
+    // Too many distinct values for a dictionary to pay: entries plus indexes at least as large
+    // as the plain values, or more entries than fit parquet-rs's dictionary page.
+    let too_many = |d: usize| {
+        let bits = (usize::BITS - (d - 1).leading_zeros()).max(1) as usize;
+        d * width + (n * bits).div_ceil(8) >= plain || d * width > limit
+    };
+    let mut seen: HashSet<u64, std::hash::BuildHasherDefault<Mix>> = HashSet::default();
+    for column in columns {
+        let data = column.to_data();
+        let nulls = data.nulls();
+        let len = data.len();
+        macro_rules! count {
+            ($t:ty) => {
+                for (i, v) in data.buffer::<$t>(0).iter().take(len).enumerate() {
+                    if nulls.is_some_and(|b| b.is_null(i)) {
+                        continue;
+                    }
+                    if seen.insert(u64::from(*v)) && too_many(seen.len()) {
+                        return Some(false);
+                    }
+                }
+            };
+        }
+        match arrow_width {
+            1 => count!(u8),
+            2 => count!(u16),
+            4 => count!(u32),
+            _ => count!(u64),
+        }
+    }
+    Some(true)
+}
+
+/// A fast hash for counting distinct values (a value's bits through murmur3's finaliser, so
+/// values that differ only in high bits, such as whole seconds in microseconds, spread well).
+#[derive(Default)]
+struct Mix(u64);
+
+impl std::hash::Hasher for Mix {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        let mut x = self.0 ^ v;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^= x >> 33;
+        self.0 = x;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// How the data files of a table with `properties` are written: their codec (snappy unless
-/// [`PROP_COMPRESSION_CODEC`] says otherwise), the row-group limit
+/// [`PROP_COMPRESSION_CODEC`] says otherwise), the columns written without a dictionary
+/// (`plain`, as [`plain_columns`] finds them), the row-group limit
 /// and per-column bloom filters its properties ask for. A filter is sized for the rows one
 /// row group holds (at most the row-group limit, at most the rows written), so a small write
 /// does not carry a megabyte of filter per column. Filters go at the end of the file, so row
@@ -330,6 +452,7 @@ pub(crate) fn writer_properties(
     properties: &HashMap<String, String>,
     schema: &arrow_schema::Schema,
     rows: usize,
+    plain: &[String],
 ) -> Result<WriterProperties> {
     let bad = |key: &str, value: &str, want: &str| LakeError::Schema {
         table: table.to_string(),
@@ -354,6 +477,9 @@ pub(crate) fn writer_properties(
     };
     if let Some(n) = limit {
         b = b.set_max_row_group_row_count(Some(n));
+    }
+    for column in plain {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(column.as_str()), false);
     }
     let per_group = limit.unwrap_or(rows).min(rows).max(1) as u64;
     let mut columns: Vec<(&String, &String)> = properties
@@ -418,33 +544,45 @@ impl Table {
         if conformed.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: usize = conformed.iter().map(|b| b.num_rows()).sum();
-        let props = writer_properties(&name, md.properties(), &arrow, rows)?;
+        // Each file's writer properties are decided from the rows it will hold (which columns
+        // a dictionary pays for, how large a bloom filter is).
+        let properties = md.properties();
+        let props_for = |batches: &[RecordBatch]| {
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            writer_properties(&name, properties, &arrow, rows, &plain_columns(batches))
+        };
         let ice =
             |e: iceberg::Error| LakeError::iceberg(format!("writing data files of {name}"), e);
         let location = DefaultLocationGenerator::new(md).map_err(ice)?;
+        // One name generator for every file of the write (its counter is shared by clones).
         let file_names = DefaultFileNameGenerator::new(
             format!("{}", Uuid::now_v7()),
             None,
             DataFileFormat::Parquet,
         );
-        let rolling = RollingFileWriterBuilder::new_with_default_file_size(
-            ParquetWriterBuilder::new(props, schema.clone()),
-            self.catalog().file_io().clone(),
-            location,
-            file_names,
-        );
-        let builder = DataFileWriterBuilder::new(rolling);
+        let file_io = self.catalog().file_io().clone();
+        let builder = |props: WriterProperties| {
+            DataFileWriterBuilder::new(RollingFileWriterBuilder::new_with_default_file_size(
+                ParquetWriterBuilder::new(props, schema.clone()),
+                file_io.clone(),
+                location.clone(),
+                file_names.clone(),
+            ))
+        };
         let mut out = Vec::new();
         if spec.is_unpartitioned() {
-            let mut w = builder.build(None).await.map_err(ice)?;
+            let mut w = builder(props_for(&conformed)?)
+                .build(None)
+                .await
+                .map_err(ice)?;
             for b in conformed {
                 w.write(b).await.map_err(ice)?;
             }
             out.extend(w.close().await.map_err(ice)?);
         } else {
-            let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(schema, spec)
-                .map_err(ice)?;
+            let splitter =
+                RecordBatchPartitionSplitter::try_new_with_computed_values(schema.clone(), spec)
+                    .map_err(ice)?;
             let mut groups: BTreeMap<String, (iceberg::spec::PartitionKey, Vec<RecordBatch>)> =
                 BTreeMap::new();
             for b in &conformed {
@@ -456,13 +594,15 @@ impl Table {
                         .push(part);
                 }
             }
+            let mut jobs = Vec::with_capacity(groups.len());
+            for (key, parts) in groups.into_values() {
+                jobs.push((builder(props_for(&parts)?), key, parts));
+            }
             // Each partition's file is encoded on a task of its own, as many at once as the
             // read side uses, so a write that spans many partitions (a full build, a replay)
             // encodes on every core; the files come back in partition order.
-            let builder = Arc::new(builder);
-            let mut written = futures::stream::iter(groups.into_values())
-                .map(|(key, parts)| {
-                    let builder = builder.clone();
+            let mut written = futures::stream::iter(jobs)
+                .map(|(builder, key, parts)| {
                     crate::read::on_task(format!("writing data files of {name}"), async move {
                         let mut w = builder.build(Some(key)).await?;
                         for p in parts {
@@ -1272,6 +1412,84 @@ mod tests {
         let no_stats = manifest_with(Some(vec![summary(None, None, false)]));
         assert!(may_hold(&no_stats, &ty, &[v(Some(1))]));
         assert!(may_hold(&manifest_with(Some(vec![])), &ty, &[v(Some(1))]));
+    }
+
+    #[test]
+    fn a_dictionary_is_kept_only_where_it_pays() {
+        use arrow_array::{
+            Float64Array, Int16Array, Int32Array, Int64Array, StringArray,
+            TimestampMicrosecondArray,
+        };
+        let n = 10_000i64;
+        let unique = Int64Array::from_iter_values(0..n);
+        let few = Int64Array::from_iter_values((0..n).map(|i| i % 97));
+        assert_eq!(dictionary_pays(&[&unique]), Some(false));
+        assert_eq!(dictionary_pays(&[&few]), Some(true));
+        // Event times in whole seconds (low bits all zero) and unique: plain.
+        let seconds = TimestampMicrosecondArray::from_iter_values((0..n).map(|i| i * 1_000_000));
+        assert_eq!(dictionary_pays(&[&seconds]), Some(false));
+        let days =
+            TimestampMicrosecondArray::from_iter_values((0..n).map(|i| i % 7 * 86_400_000_000));
+        assert_eq!(dictionary_pays(&[&days]), Some(true));
+        // 4- and 2-byte values: 16-bit integers are INT32 in Parquet.
+        assert_eq!(
+            dictionary_pays(&[&Int32Array::from_iter_values(0..10_000)]),
+            Some(false)
+        );
+        assert_eq!(
+            dictionary_pays(&[&Int16Array::from_iter_values(
+                (0..10_000).map(|i| (i % 300) as i16)
+            )]),
+            Some(true)
+        );
+        assert_eq!(
+            dictionary_pays(&[&Float64Array::from_iter_values(
+                (0..n).map(|i| i as f64 / 3.0)
+            )]),
+            Some(false)
+        );
+        // At the boundary: 8 distinct longs among 16 take 64 + 16 * 3 / 8 = 70 bytes against
+        // 128 plain; 16 distinct among 16 take 128 + 8 = 136.
+        let twice = Int64Array::from_iter_values((0..16).map(|i| i % 8));
+        assert_eq!(dictionary_pays(&[&twice]), Some(true));
+        assert_eq!(
+            dictionary_pays(&[&Int64Array::from_iter_values(0..16)]),
+            Some(false)
+        );
+        // Counted across the batches of a file: 100 distinct among 100 do not pay, among 200
+        // (each twice) they do.
+        let hundred = Int64Array::from_iter_values(0..100);
+        assert_eq!(dictionary_pays(&[&hundred]), Some(false));
+        assert_eq!(dictionary_pays(&[&hundred, &hundred]), Some(true));
+        // Nulls are not values; a slice counts its own values only.
+        let sparse: Int64Array = (0..n).map(|i| (i % 10 == 0).then_some(i % 3)).collect();
+        assert_eq!(dictionary_pays(&[&sparse]), Some(true));
+        assert_eq!(
+            dictionary_pays(&[&Int64Array::from(vec![None::<i64>; 5])]),
+            None
+        );
+        let slice = few.slice(0, 50);
+        assert_eq!(
+            dictionary_pays(&[&slice]),
+            Some(false),
+            "50 distinct in 50 rows"
+        );
+        // Types it does not judge keep parquet-rs's default.
+        let strings = StringArray::from_iter_values((0..n).map(|i| i.to_string()));
+        assert_eq!(dictionary_pays(&[&strings]), None);
+
+        let batch = RecordBatch::try_from_iter([
+            ("id", Arc::new(unique) as arrow_array::ArrayRef),
+            ("grp", Arc::new(few) as arrow_array::ArrayRef),
+            ("label", Arc::new(strings) as arrow_array::ArrayRef),
+            ("at", Arc::new(seconds) as arrow_array::ArrayRef),
+        ])
+        .unwrap();
+        assert_eq!(
+            plain_columns(&[batch]),
+            vec!["id".to_string(), "at".to_string()]
+        );
+        assert!(plain_columns(&[]).is_empty());
     }
 
     #[test]
