@@ -349,6 +349,16 @@ pub(crate) fn plain_columns(batches: &[RecordBatch]) -> Vec<String> {
     out
 }
 
+/// `base` (a write's [`writer_properties`]) for a file of `batches`: the columns
+/// [`plain_columns`] finds are written without a dictionary.
+fn file_properties(base: &WriterProperties, batches: &[RecordBatch]) -> WriterProperties {
+    let mut b = base.clone().into_builder();
+    for column in plain_columns(batches) {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(column.as_str()), false);
+    }
+    b.build()
+}
+
 /// Whether a dictionary makes `columns`' values (one column, across batches) smaller in
 /// Parquet, by the test [`plain_columns`] describes; `None` for a type it does not judge or a
 /// column of nulls only.
@@ -439,8 +449,7 @@ impl std::hash::Hasher for Mix {
 }
 
 /// How the data files of a table with `properties` are written: their codec (snappy unless
-/// [`PROP_COMPRESSION_CODEC`] says otherwise), the columns written without a dictionary
-/// (`plain`, as [`plain_columns`] finds them), the row-group limit
+/// [`PROP_COMPRESSION_CODEC`] says otherwise), the row-group limit
 /// and per-column bloom filters its properties ask for. A filter is sized for the rows one
 /// row group holds (at most the row-group limit, at most the rows written), so a small write
 /// does not carry a megabyte of filter per column. Filters go at the end of the file, so row
@@ -452,7 +461,6 @@ pub(crate) fn writer_properties(
     properties: &HashMap<String, String>,
     schema: &arrow_schema::Schema,
     rows: usize,
-    plain: &[String],
 ) -> Result<WriterProperties> {
     let bad = |key: &str, value: &str, want: &str| LakeError::Schema {
         table: table.to_string(),
@@ -477,9 +485,6 @@ pub(crate) fn writer_properties(
     };
     if let Some(n) = limit {
         b = b.set_max_row_group_row_count(Some(n));
-    }
-    for column in plain {
-        b = b.set_column_dictionary_enabled(ColumnPath::from(column.as_str()), false);
     }
     let per_group = limit.unwrap_or(rows).min(rows).max(1) as u64;
     let mut columns: Vec<(&String, &String)> = properties
@@ -544,13 +549,8 @@ impl Table {
         if conformed.is_empty() {
             return Ok(Vec::new());
         }
-        // Each file's writer properties are decided from the rows it will hold (which columns
-        // a dictionary pays for, how large a bloom filter is).
-        let properties = md.properties();
-        let props_for = |batches: &[RecordBatch]| {
-            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-            writer_properties(&name, properties, &arrow, rows, &plain_columns(batches))
-        };
+        let rows: usize = conformed.iter().map(|b| b.num_rows()).sum();
+        let base = writer_properties(&name, md.properties(), &arrow, rows)?;
         let ice =
             |e: iceberg::Error| LakeError::iceberg(format!("writing data files of {name}"), e);
         let location = DefaultLocationGenerator::new(md).map_err(ice)?;
@@ -561,20 +561,22 @@ impl Table {
             DataFileFormat::Parquet,
         );
         let file_io = self.catalog().file_io().clone();
-        let builder = |props: WriterProperties| {
-            DataFileWriterBuilder::new(RollingFileWriterBuilder::new_with_default_file_size(
-                ParquetWriterBuilder::new(props, schema.clone()),
-                file_io.clone(),
-                location.clone(),
-                file_names.clone(),
-            ))
+        // Each file's properties are decided from the rows it will hold (which columns a
+        // dictionary pays for), on the task that encodes it.
+        let builder = {
+            let schema = schema.clone();
+            Arc::new(move |batches: &[RecordBatch]| {
+                DataFileWriterBuilder::new(RollingFileWriterBuilder::new_with_default_file_size(
+                    ParquetWriterBuilder::new(file_properties(&base, batches), schema.clone()),
+                    file_io.clone(),
+                    location.clone(),
+                    file_names.clone(),
+                ))
+            })
         };
         let mut out = Vec::new();
         if spec.is_unpartitioned() {
-            let mut w = builder(props_for(&conformed)?)
-                .build(None)
-                .await
-                .map_err(ice)?;
+            let mut w = builder(&conformed).build(None).await.map_err(ice)?;
             for b in conformed {
                 w.write(b).await.map_err(ice)?;
             }
@@ -594,17 +596,14 @@ impl Table {
                         .push(part);
                 }
             }
-            let mut jobs = Vec::with_capacity(groups.len());
-            for (key, parts) in groups.into_values() {
-                jobs.push((builder(props_for(&parts)?), key, parts));
-            }
             // Each partition's file is encoded on a task of its own, as many at once as the
             // read side uses, so a write that spans many partitions (a full build, a replay)
             // encodes on every core; the files come back in partition order.
-            let mut written = futures::stream::iter(jobs)
-                .map(|(builder, key, parts)| {
+            let mut written = futures::stream::iter(groups.into_values())
+                .map(|(key, parts)| {
+                    let builder = builder.clone();
                     crate::read::on_task(format!("writing data files of {name}"), async move {
-                        let mut w = builder.build(Some(key)).await?;
+                        let mut w = builder(&parts).build(Some(key)).await?;
                         for p in parts {
                             w.write(p).await?;
                         }
