@@ -266,6 +266,21 @@ async fn bad_write_properties_are_refused_by_name() {
     assert!(err.to_string().contains("not a string"), "{err}");
 }
 
+/// The Parquet footer of the data file at `path` of `t`.
+async fn footer(t: &lake::Table, path: &str) -> parquet::file::metadata::ParquetMetaData {
+    let bytes = t
+        .iceberg()
+        .file_io()
+        .new_input(path)
+        .unwrap()
+        .read()
+        .await
+        .unwrap();
+    parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&bytes)
+        .unwrap()
+}
+
 /// `write.parquet.compression-codec` (and the zstd level) choose the codec of new data files,
 /// which read back the same rows.
 #[tokio::test]
@@ -303,17 +318,7 @@ async fn the_codec_property_chooses_the_codec_of_new_files() {
             5_000
         );
         for f in t.data_files(&at).await.unwrap() {
-            let bytes = t
-                .iceberg()
-                .file_io()
-                .new_input(f.file_path())
-                .unwrap()
-                .read()
-                .await
-                .unwrap();
-            let meta = parquet::file::metadata::ParquetMetaDataReader::new()
-                .parse_and_finish(&bytes)
-                .unwrap();
+            let meta = footer(&t, f.file_path()).await;
             let codec = meta.row_group(0).column(0).compression();
             let name = match codec {
                 Compression::ZSTD(_) => "ZSTD",
@@ -404,17 +409,7 @@ async fn a_dictionary_only_where_it_makes_the_file_smaller() {
             "{name}"
         );
         for f in files {
-            let bytes = t
-                .iceberg()
-                .file_io()
-                .new_input(f.file_path())
-                .unwrap()
-                .read()
-                .await
-                .unwrap();
-            let meta = parquet::file::metadata::ParquetMetaDataReader::new()
-                .parse_and_finish(&bytes)
-                .unwrap();
+            let meta = footer(&t, f.file_path()).await;
             for rg in meta.row_groups() {
                 for col in rg.columns() {
                     let column = col.column_path().string();
