@@ -331,7 +331,7 @@ fn compression(
 /// Counting stops as soon as the distinct values are too many, so a column of unique values
 /// costs a hash per value only until then. Other columns (strings, decimals, booleans, nested)
 /// keep parquet-rs's default.
-pub(crate) fn plain_columns(batches: &[RecordBatch]) -> Vec<String> {
+fn plain_columns(batches: &[RecordBatch]) -> Vec<String> {
     let Some(first) = batches.first() else {
         return Vec::new();
     };
