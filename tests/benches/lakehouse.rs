@@ -67,7 +67,8 @@ const USAGE: &str = "usage: lakehouse [--part 1|2|all] [--quick] [--scales 1,10,
   --scales    season scales for part 2 (default 1,10)
   --repeats   samples per figure where a figure is repeated whole (default: 3 at scale 1, fewer above)
   --json      where to write the figures as JSON (default <target>/bench/lakehouse.json)
-  --dir       a folder for the bench's lakes and landing zones (default: a temporary folder)";
+  --dir       a new or empty folder for the bench's lakes and landing zones, kept afterwards
+              (default: a temporary folder, removed at the end)";
 
 fn parse_args(raw: &[String]) -> Result<Args> {
     let mut a = Args {
@@ -1312,10 +1313,20 @@ fn run_child(spec: Value) -> Result<Value> {
     Ok(serde_json::from_str(last)?)
 }
 
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
-    if to.exists() {
-        std::fs::remove_dir_all(to)?;
+/// `dir`, which must not exist yet (a bench run deletes no lake until it is done measuring: see
+/// the full build in part 2), so a `--dir` used before must be emptied first.
+fn fresh_dir(dir: PathBuf) -> Result<PathBuf> {
+    if dir.exists() {
+        bail!(
+            "{} already exists: give the bench an empty --dir (it deletes no lake while it measures)",
+            dir.display()
+        );
     }
+    Ok(dir)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    fresh_dir(to.to_path_buf())?;
     std::fs::create_dir_all(to)?;
     for e in std::fs::read_dir(from)? {
         let e = e?;
@@ -1407,32 +1418,32 @@ fn part2(
         ));
 
         // The full build: a fresh lake, one run through the morning before the last; then the
-        // last morning's incremental run on it (restored from a copy for each repeat).
+        // last morning's incremental run on it (on a copy of the built lake for each repeat).
+        // Every lake gets a folder of its own and none is deleted until part 2 is done: on an
+        // ext4 without a journal (this machine's), creating files within minutes of deleting
+        // many makes the kernel scan past each recently freed inode, which added about 6 s of
+        // system time to a season measured right after its previous lake was removed.
         eprintln!("{section}: full build");
-        let lake_dir = base.join("lake");
-        let built = base.join("lake-built");
-        let run_spec = |morning: usize, replay: bool| {
-            json!({"task": "run", "root": root, "catalog": lake_dir.join("catalog"),
-                   "tables": lake_dir.join("tables"), "morning": morning, "replay": replay})
+        let lake_in = |name: String| base.join(name);
+        let run_spec = |dir: &Path, morning: usize, replay: bool| {
+            json!({"task": "run", "root": root, "catalog": dir.join("catalog"),
+                   "tables": dir.join("tables"), "morning": morning, "replay": replay})
         };
         let mut builds = Vec::new();
-        for _ in 0..r {
-            if lake_dir.exists() {
-                std::fs::remove_dir_all(&lake_dir)?;
-            }
-            builds.push(run_child(run_spec(end - 1, false))?);
+        for i in 0..r {
+            let dir = fresh_dir(lake_in(format!("lake-build-{i}")))?;
+            builds.push(run_child(run_spec(&dir, end - 1, false))?);
         }
-        copy_dir(&lake_dir, &built)?;
-        // Each repeat: the built lake restored, the last morning's run, then a replay of
+        let built = lake_in("lake-build-0".into());
+        // Each repeat: a copy of the built lake, the last morning's run, then a replay of
         // silver and gold from all of bronze (RunOptions::replay) as of that morning.
         let mut dailies = Vec::new();
         let mut replays = Vec::new();
         for i in 0..r {
-            if i > 0 {
-                copy_dir(&built, &lake_dir)?;
-            }
-            dailies.push(run_child(run_spec(end, false))?);
-            replays.push(run_child(run_spec(end, true))?);
+            let dir = lake_in(format!("lake-daily-{i}"));
+            copy_dir(&built, &dir)?;
+            dailies.push(run_child(run_spec(&dir, end, false))?);
+            replays.push(run_child(run_spec(&dir, end, true))?);
         }
         let build_through = builds[0]["through"].as_str().unwrap_or("").to_string();
         let col = |v: &[Value], f: &dyn Fn(&Value) -> f64| v.iter().map(f).collect::<Vec<_>>();
@@ -1552,12 +1563,10 @@ fn part2(
         eprintln!("{section}: the season day by day");
         let season_runs = if args.quick { 1 } else { r.min(2) };
         let mut seasons = Vec::new();
-        for _ in 0..season_runs {
-            if lake_dir.exists() {
-                std::fs::remove_dir_all(&lake_dir)?;
-            }
+        for i in 0..season_runs {
+            let dir = fresh_dir(lake_in(format!("lake-season-{i}")))?;
             seasons.push(run_child(json!({"task": "season", "root": root,
-                "catalog": lake_dir.join("catalog"), "tables": lake_dir.join("tables"),
+                "catalog": dir.join("catalog"), "tables": dir.join("tables"),
                 "through_morning": if args.quick { Some(end) } else { None }}))?);
         }
         rows_out.push(
@@ -1635,10 +1644,7 @@ fn part2(
         let turns = if args.quick { 3 } else { 7 };
         let lake_at = |name: &str| base.join(name);
         for (name, through) in [("lake-early", e0 - 1), ("lake-late", l0 - 1)] {
-            let dir = lake_at(name);
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)?;
-            }
+            let dir = fresh_dir(lake_at(name))?;
             run_child(json!({"task": "season", "root": root,
                 "catalog": dir.join("catalog"), "tables": dir.join("tables"),
                 "through_morning": through}))?;
@@ -1652,9 +1658,6 @@ fn part2(
         for i in 0..turns {
             fresh_early.push(run_child(run_on("lake-early", e0 + i))?);
             fresh_late.push(run_child(run_on("lake-late", l0 + i))?);
-        }
-        for name in ["lake-early", "lake-late"] {
-            std::fs::remove_dir_all(lake_at(name))?;
         }
         let ratio_row = |label: &str, early_runs: &[Value], late_runs: &[Value]| {
             let early = col(early_runs, &|r| num(r, "seconds"));
@@ -1771,6 +1774,9 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()?)
 }
+
+// The program's allocator comes with its library, as it does for the `sugarshack` binary.
+use sugarshack as _;
 
 fn main() -> std::process::ExitCode {
     // As the CLI does: iceberg-rust builds errors it then discards while reading every file,
