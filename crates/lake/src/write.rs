@@ -94,16 +94,24 @@ impl std::fmt::Debug for Replace {
 /// [`Table::stage_files`]).
 const KEPT_ROWS_HELD: usize = 1 << 20;
 
-/// Manifests are merged in tiers: a manifest of `n` live entries is in tier `log4(n)`, and
-/// when a tier holds this many manifests an append merges them into one of the next tier. Each
-/// entry is rewritten once per tier (about seven times for 26,000 appends), never once per
-/// merge, and a branch carries at most `MERGE_FAN_IN - 1` manifests per tier.
+/// Manifests are merged in tiers: a manifest of `n` live entries is in tier `log4(n / 16)`
+/// (every manifest of fewer than [`SMALL_MANIFEST_ENTRIES`] entries in tier 0), and when a tier
+/// holds this many manifests an append merges them into one. Above tier 0 each entry is
+/// rewritten once per tier, never once per merge, and a branch carries at most
+/// `MERGE_FAN_IN - 1` manifests per tier.
 ///
 /// Four, not sixteen: every scan plan parses every manifest of its snapshot, and parsing one
 /// costs about a millisecond whatever its size (its Avro schema is parsed first). A table
 /// appended to once a day carried 12 or 13 manifests after two months at sixteen, 3 to 8 at
 /// four; the merges that buy this read a few small manifests on one append in four.
 const MERGE_FAN_IN: u64 = 4;
+
+/// Manifests smaller than this share tier 0: a table of a few dozen files keeps them in at
+/// most four manifests, not one per tier of 1, 4 and 16 (up to nine). The price: while an
+/// entry is in a manifest this small, each merge of tier 0 (one append in three at most)
+/// rewrites it, so a merge rewrites at most `MERGE_FAN_IN * (SMALL_MANIFEST_ENTRIES - 1)`
+/// entries, a few hundred, in a table that has only a few dozen live files.
+const SMALL_MANIFEST_ENTRIES: u64 = 64;
 
 /// A manifest this large is full (Iceberg's `commit.manifest.target-size-bytes` default): it is
 /// never merged again.
@@ -122,7 +130,8 @@ fn merge_tier(mf: &ManifestFile) -> Option<u32> {
     } else {
         counted.iter().map(|c| u64::from(c.unwrap_or(0))).sum()
     };
-    Some(live.max(1).ilog(MERGE_FAN_IN))
+    let small = SMALL_MANIFEST_ENTRIES / MERGE_FAN_IN;
+    Some((live / small).max(1).ilog(MERGE_FAN_IN))
 }
 
 /// False when a data manifest's partition field summaries show that it holds none of
