@@ -747,6 +747,15 @@ impl Table {
                     )
             });
             for mf in list.entries() {
+                // A data manifest that lists no live file (only files an earlier snapshot
+                // deleted) is that snapshot's history: the new snapshot does not carry it, as
+                // Iceberg's own writers do not. Each whole replace left one behind for good.
+                if mf.content == ManifestContentType::Data
+                    && mf.added_files_count == Some(0)
+                    && mf.existing_files_count == Some(0)
+                {
+                    continue;
+                }
                 let Some(replace) = replace.filter(|_| mf.content == ManifestContentType::Data)
                 else {
                     manifests.push(mf.clone());

@@ -631,6 +631,64 @@ async fn many_appends_keep_the_manifest_list_short() {
 }
 
 #[tokio::test]
+async fn a_table_replaced_whole_carries_no_manifest_of_deleted_files_only() {
+    let c = Catalog::in_memory();
+    c.create_table("silver.latest", &schema(), &[])
+        .await
+        .unwrap();
+    let mut snaps = Vec::new();
+    for k in 0..6i64 {
+        snaps.push(
+            c.replace(
+                "silver.latest",
+                "main",
+                &Replace::All,
+                &[batch(10 * k..10 * k + 3, "d")],
+                BTreeMap::new(),
+            )
+            .await
+            .unwrap()
+            .snapshot_id,
+        );
+    }
+    let t = c.table("silver.latest").await.unwrap();
+    let head = t.iceberg().metadata().current_snapshot().unwrap().clone();
+    let list = t
+        .iceberg()
+        .manifest_list_reader(&head)
+        .load()
+        .await
+        .unwrap();
+    // This replace's own record of what it deleted, and its new file: nothing of the five
+    // replaces before (each left a manifest of deleted files only, carried for good before).
+    let counts: Vec<(i64, u32, u32)> = list
+        .entries()
+        .iter()
+        .map(|m| {
+            (
+                m.added_snapshot_id,
+                m.added_files_count.unwrap_or(0) + m.existing_files_count.unwrap_or(0),
+                m.deleted_files_count.unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(counts.len(), 2, "{counts:?}");
+    assert!(counts.iter().all(|(id, ..)| *id == head.snapshot_id()));
+    assert_eq!(counts.iter().map(|c| c.1).sum::<u32>(), 1);
+    assert_eq!(counts.iter().map(|c| c.2).sum::<u32>(), 1);
+    // Every snapshot still reads as it was written, and the changes between two are whole.
+    for (k, id) in snaps.iter().enumerate() {
+        let k = k as i64;
+        assert_eq!(
+            ids(&t.scan(&At::Snapshot(*id)).await.unwrap()),
+            (10 * k..10 * k + 3).collect::<Vec<_>>()
+        );
+    }
+    let changes = t.file_changes(snaps[1], snaps[5]).await.unwrap();
+    assert_eq!((changes.added.len(), changes.removed.len()), (1, 1));
+}
+
+#[tokio::test]
 async fn file_changes_carry_any_sum_from_one_snapshot_to_another() {
     let c = Catalog::in_memory();
     c.create_table("gold.daily", &schema(), &[PartitionField::identity("day")])
