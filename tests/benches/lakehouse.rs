@@ -24,11 +24,13 @@
 //! lake is faster or smaller). The same goes to JSON (`--json`, default
 //! `<target>/bench/lakehouse.json`).
 
+// The program's allocator comes with its library, as it does for the `sugarshack` binary.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
+use sugarshack as _;
 
 use anyhow::{Context, Result, anyhow, bail};
 use arrow::array::{Array, Int64Array, RecordBatch};
@@ -1424,23 +1426,23 @@ fn part2(
         // many makes the kernel scan past each recently freed inode, which added about 6 s of
         // system time to a season measured right after its previous lake was removed.
         eprintln!("{section}: full build");
-        let lake_in = |name: String| base.join(name);
+        let lake_in = |name: &str| base.join(name);
         let run_spec = |dir: &Path, morning: usize, replay: bool| {
             json!({"task": "run", "root": root, "catalog": dir.join("catalog"),
                    "tables": dir.join("tables"), "morning": morning, "replay": replay})
         };
         let mut builds = Vec::new();
         for i in 0..r {
-            let dir = fresh_dir(lake_in(format!("lake-build-{i}")))?;
+            let dir = fresh_dir(lake_in(&format!("lake-build-{i}")))?;
             builds.push(run_child(run_spec(&dir, end - 1, false))?);
         }
-        let built = lake_in("lake-build-0".into());
+        let built = lake_in("lake-build-0");
         // Each repeat: a copy of the built lake, the last morning's run, then a replay of
         // silver and gold from all of bronze (RunOptions::replay) as of that morning.
         let mut dailies = Vec::new();
         let mut replays = Vec::new();
         for i in 0..r {
-            let dir = lake_in(format!("lake-daily-{i}"));
+            let dir = lake_in(&format!("lake-daily-{i}"));
             copy_dir(&built, &dir)?;
             dailies.push(run_child(run_spec(&dir, end, false))?);
             replays.push(run_child(run_spec(&dir, end, true))?);
@@ -1564,7 +1566,7 @@ fn part2(
         let season_runs = if args.quick { 1 } else { r.min(2) };
         let mut seasons = Vec::new();
         for i in 0..season_runs {
-            let dir = fresh_dir(lake_in(format!("lake-season-{i}")))?;
+            let dir = fresh_dir(lake_in(&format!("lake-season-{i}")))?;
             seasons.push(run_child(json!({"task": "season", "root": root,
                 "catalog": dir.join("catalog"), "tables": dir.join("tables"),
                 "through_morning": if args.quick { Some(end) } else { None }}))?);
@@ -1642,15 +1644,14 @@ fn part2(
         };
         let (e0, l0) = (first_morning(early_days.0)?, first_morning(late_days.0)?);
         let turns = if args.quick { 3 } else { 7 };
-        let lake_at = |name: &str| base.join(name);
         for (name, through) in [("lake-early", e0 - 1), ("lake-late", l0 - 1)] {
-            let dir = fresh_dir(lake_at(name))?;
+            let dir = fresh_dir(lake_in(name))?;
             run_child(json!({"task": "season", "root": root,
                 "catalog": dir.join("catalog"), "tables": dir.join("tables"),
                 "through_morning": through}))?;
         }
         let run_on = |name: &str, morning: usize| {
-            let dir = lake_at(name);
+            let dir = lake_in(name);
             json!({"task": "run", "root": root, "catalog": dir.join("catalog"),
                    "tables": dir.join("tables"), "morning": morning, "replay": false})
         };
@@ -1774,9 +1775,6 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()?)
 }
-
-// The program's allocator comes with its library, as it does for the `sugarshack` binary.
-use sugarshack as _;
 
 fn main() -> std::process::ExitCode {
     // As the CLI does: iceberg-rust builds errors it then discards while reading every file,

@@ -103,14 +103,15 @@ const KEPT_ROWS_HELD: usize = 1 << 20;
 /// Four, not sixteen: every scan plan parses every manifest of its snapshot, and parsing one
 /// costs about a millisecond whatever its size (its Avro schema is parsed first). A table
 /// appended to once a day carried 12 or 13 manifests after two months at sixteen, 3 to 8 at
-/// four; the merges that buy this read a few small manifests on one append in four.
+/// four (2 to 5 since tier 0 is shared); the merges that buy this read a few small manifests on
+/// one append in four.
 const MERGE_FAN_IN: u64 = 4;
 
 /// Manifests smaller than this share tier 0: a table of a few dozen files keeps them in at
 /// most four manifests, not one per tier of 1, 4 and 16 (up to nine). The price: while an
 /// entry is in a manifest this small, each merge of tier 0 (one append in three at most)
-/// rewrites it, so a merge rewrites at most `MERGE_FAN_IN * (SMALL_MANIFEST_ENTRIES - 1)`
-/// entries, a few hundred, in a table that has only a few dozen live files.
+/// rewrites it; a merge of tier 0 rewrites at most `MERGE_FAN_IN * (SMALL_MANIFEST_ENTRIES -
+/// 1)` entries, a few hundred, whatever the table's size.
 const SMALL_MANIFEST_ENTRIES: u64 = 64;
 
 /// A manifest this large is full (Iceberg's `commit.manifest.target-size-bytes` default): it is
