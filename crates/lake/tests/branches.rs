@@ -4,7 +4,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{batch, ids, schema};
+use common::{batch, head_manifest_list, ids, schema};
 use lake::{At, Catalog, LakeError, PartitionField, RefOp, Replace};
 
 fn props(k: &str, v: &str) -> BTreeMap<String, String> {
@@ -611,12 +611,7 @@ async fn many_appends_keep_the_manifest_list_short() {
         .await
         .unwrap();
     assert_eq!(ids(inc.batches()), vec![100, 101, 102]);
-    let list = t
-        .iceberg()
-        .manifest_list_reader(t.iceberg().metadata().current_snapshot().unwrap())
-        .load()
-        .await
-        .unwrap();
+    let list = head_manifest_list(&t).await;
     // Merged in tiers of four, manifests of under 64 entries sharing the first: 300 files =
     // one manifest of 256 and one of 43, and the new one (at most three carried per tier; above
     // the first an entry is rewritten once per tier, never on every merge). Without a shared
@@ -653,12 +648,7 @@ async fn a_table_replaced_whole_carries_no_manifest_of_deleted_files_only() {
     }
     let t = c.table("silver.latest").await.unwrap();
     let head = t.iceberg().metadata().current_snapshot().unwrap().clone();
-    let list = t
-        .iceberg()
-        .manifest_list_reader(&head)
-        .load()
-        .await
-        .unwrap();
+    let list = head_manifest_list(&t).await;
     // This replace's own record of what it deleted, and its new file: nothing of the five
     // replaces before (each left a manifest of deleted files only, carried for good before).
     let counts: Vec<(i64, u32, u32)> = list

@@ -43,3 +43,13 @@ pub fn ids<'a>(batches: impl IntoIterator<Item = &'a RecordBatch>) -> Vec<i64> {
     out.sort_unstable();
     out
 }
+
+/// The manifest list of `t`'s current snapshot (the table has one).
+pub async fn head_manifest_list(t: &lake::Table) -> iceberg::spec::ManifestList {
+    let head = t.iceberg().metadata().current_snapshot().unwrap().clone();
+    t.iceberg()
+        .manifest_list_reader(&head)
+        .load()
+        .await
+        .unwrap()
+}

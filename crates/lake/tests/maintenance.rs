@@ -7,7 +7,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use common::{batch, ids, schema};
+use common::{batch, head_manifest_list, ids, schema};
 use iceberg::spec::StatisticsFile;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{NamespaceIdent, TableIdent};
@@ -355,13 +355,7 @@ async fn verify_names_a_truncated_manifest() {
     let dir = tempfile::tempdir().unwrap();
     let c = small_lake(dir.path()).await;
     let t = c.table("bronze.t").await.unwrap();
-    let head = t.iceberg().metadata().current_snapshot().unwrap().clone();
-    let list = t
-        .iceberg()
-        .manifest_list_reader(&head)
-        .load()
-        .await
-        .unwrap();
+    let list = head_manifest_list(&t).await;
     let manifest = list.entries()[0].manifest_path.clone();
     let path = local_path(&manifest);
     let len = std::fs::metadata(&path).unwrap().len();
