@@ -680,10 +680,7 @@ impl Table {
         let mut deletes = false;
         for mf in list.entries() {
             if mf.content == ManifestContentType::Deletes {
-                deletes |= !matches!(
-                    (mf.added_files_count, mf.existing_files_count),
-                    (Some(0), Some(0))
-                );
+                deletes |= !crate::write::lists_no_live_file(mf);
                 continue;
             }
             let spec_id = mf.partition_spec_id;

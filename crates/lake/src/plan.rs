@@ -399,12 +399,7 @@ impl Table {
         let wanted: Vec<&ManifestFile> = list
             .entries()
             .iter()
-            .filter(|mf| {
-                !matches!(
-                    (mf.added_files_count, mf.existing_files_count),
-                    (Some(0), Some(0))
-                )
-            })
+            .filter(|mf| !crate::write::lists_no_live_file(mf))
             .collect();
         for manifest in self.catalog().manifests(&wanted).await.map_err(ice)? {
             for e in manifest.entries() {

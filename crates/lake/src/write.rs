@@ -135,6 +135,15 @@ fn merge_tier(mf: &ManifestFile) -> Option<u32> {
     Some((live / small).max(1).ilog(MERGE_FAN_IN))
 }
 
+/// True when a manifest list entry counts no live file in its manifest (no added or existing
+/// entry; only deleted ones, if any). Counts are optional in a manifest list: unsure is false.
+pub(crate) fn lists_no_live_file(mf: &ManifestFile) -> bool {
+    matches!(
+        (mf.added_files_count, mf.existing_files_count),
+        (Some(0), Some(0))
+    )
+}
+
 /// False when a data manifest's partition field summaries show that it holds none of
 /// `values` (partition tuples of `partition_type`, the manifest's spec). True when unsure.
 pub(crate) fn may_hold(mf: &ManifestFile, partition_type: &StructType, values: &[Struct]) -> bool {
@@ -740,21 +749,15 @@ impl Table {
             let list = self.manifest_list(parent_id).await?;
             // Position or equality delete files on the branch: rows read back for a rewrite
             // would not have them applied, so a replace that reads rows is refused.
-            let live_deletes = list.entries().iter().any(|mf| {
-                mf.content == ManifestContentType::Deletes
-                    && !matches!(
-                        (mf.added_files_count, mf.existing_files_count),
-                        (Some(0), Some(0))
-                    )
-            });
+            let live_deletes = list
+                .entries()
+                .iter()
+                .any(|mf| mf.content == ManifestContentType::Deletes && !lists_no_live_file(mf));
             for mf in list.entries() {
                 // A data manifest that lists no live file (only files an earlier snapshot
                 // deleted) is that snapshot's history: the new snapshot does not carry it, as
                 // Iceberg's own writers do not. Each whole replace left one behind for good.
-                if mf.content == ManifestContentType::Data
-                    && mf.added_files_count == Some(0)
-                    && mf.existing_files_count == Some(0)
-                {
+                if mf.content == ManifestContentType::Data && lists_no_live_file(mf) {
                     continue;
                 }
                 let Some(replace) = replace.filter(|_| mf.content == ManifestContentType::Data)
