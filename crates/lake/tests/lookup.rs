@@ -1,6 +1,8 @@
 //! Point lookups by key: exact rows, and only the row groups whose bloom filter may hold an
 //! asked key are read; tables (or files) without a filter give the same rows, read whole.
 
+mod common;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -426,19 +428,7 @@ async fn a_dictionary_only_where_it_makes_the_file_smaller() {
             }
         }
         let rows = t.scan(&at).await.unwrap();
-        let mut ids: Vec<i64> = rows
-            .iter()
-            .flat_map(|b| {
-                b.column(0)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap()
-                    .values()
-                    .to_vec()
-            })
-            .collect();
-        ids.sort_unstable();
-        assert_eq!(ids, (0..n).collect::<Vec<_>>(), "{name}");
+        assert_eq!(common::ids(&rows), (0..n).collect::<Vec<_>>(), "{name}");
         let grp_sum: i64 = rows
             .iter()
             .map(|b| {
