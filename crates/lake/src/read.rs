@@ -72,6 +72,22 @@ impl Table {
         self.read_file_tasks(tasks, format!("scanning {} at {at}", self.name()))
     }
 
+    /// Stream `columns` (in that order) of the rows of the table at `at`: a whole read that
+    /// neither decodes nor holds the columns it does not need.
+    pub async fn scan_columns_stream(
+        &self,
+        at: &At,
+        columns: &[&str],
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let Some(id) = self.resolve(at)? else {
+            return Ok(Box::pin(futures::stream::empty()));
+        };
+        let schema = self.projected_schema(columns)?;
+        let names: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        let tasks = self.plan_files_at(id, Some(names), None).await?;
+        self.read_file_tasks_as(tasks, schema, format!("scanning {} at {at}", self.name()))
+    }
+
     /// `columns` of the rows of the table at `at` that `filter` may hold, with how many data
     /// files were read. The filter goes to iceberg's scan planning, so data files whose
     /// partition or column bounds cannot hold a match are never opened; within the files
