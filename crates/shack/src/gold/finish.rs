@@ -11,6 +11,7 @@ use arrow_array::{
     Array, BooleanArray, Date32Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
 };
+use futures::StreamExt;
 use lake::{At, Catalog, LakeError, Replace, Table, TableChange};
 use sugarbush::Progress;
 
@@ -304,8 +305,20 @@ async fn whole(
     through_us: i64,
     tz: &Tz,
 ) -> Result<delta::Outputs> {
-    let payments = read_payments(&scan_at(&silver[PAYMENTS], consumed.get(PAYMENTS)).await?)?;
-    let orders = read_orders(&scan_at(&silver[ORDERS], consumed.get(ORDERS)).await?)?;
+    let payments = read_whole(
+        &silver[PAYMENTS],
+        consumed.get(PAYMENTS),
+        &delta::PAYMENT_COLUMNS,
+        read_payments,
+    )
+    .await?;
+    let orders = read_whole(
+        &silver[ORDERS],
+        consumed.get(ORDERS),
+        &delta::ORDER_COLUMNS,
+        read_orders,
+    )
+    .await?;
     let read = BTreeMap::from([
         (format!("{PAYMENTS} (all)"), payments.len() as u64),
         (format!("{ORDERS} (all)"), orders.len() as u64),
@@ -334,6 +347,29 @@ async fn whole(
         events_without_order,
         read,
     })
+}
+
+/// The rows of `table` at `snapshot` (none without one), `columns` of each read and turned into
+/// rows a batch at a time: a whole finish holds the rows, not the batches as well.
+async fn read_whole<T>(
+    table: &Table,
+    snapshot: Option<&i64>,
+    columns: &[&str],
+    rows: impl Fn(&[RecordBatch]) -> Result<Vec<T>>,
+) -> Result<Vec<T>> {
+    let Some(id) = snapshot else {
+        return Ok(Vec::new());
+    };
+    let lake_err = |e| ShackError::lake(table.name().to_string(), e);
+    let mut batches = table
+        .scan_columns_stream(&At::Snapshot(*id), columns)
+        .await
+        .map_err(lake_err)?;
+    let mut out = Vec::new();
+    while let Some(b) = batches.next().await {
+        out.extend(rows(std::slice::from_ref(&b.map_err(lake_err)?))?);
+    }
+    Ok(out)
 }
 
 async fn scan_at(table: &Table, snapshot: Option<&i64>) -> Result<Vec<RecordBatch>> {

@@ -2,8 +2,10 @@
 //! fold, check, and commit every silver table in one catalog version.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
-use arrow_array::{Array, LargeBinaryArray, RecordBatch};
+use arrow_array::{Array, LargeBinaryArray, RecordBatch, StringArray};
+use futures::{StreamExt, TryStreamExt};
 use lake::iceberg::expr::{Predicate, Reference};
 use lake::iceberg::spec::Datum;
 use lake::{
@@ -25,11 +27,135 @@ use super::{
     props, watermark_key,
 };
 
-/// A bronze line with its lineage.
+/// A bronze line with its lineage: where its text is in the read's batches, not a copy of it
+/// (a full build holds every line of bronze at once; a copy held all of that text twice).
 struct BronzeRow {
-    raw: String,
-    raw_bytes: Option<Vec<u8>>,
+    /// The batch of [`BronzeRead::batches`] that holds the line.
+    batch: u32,
+    /// Its row in that batch.
+    row: u32,
     lineage: Lineage,
+}
+
+/// What a boil read of one bronze table: its lines' columns (`_raw`, `_raw_bytes` only, the
+/// rest dropped as read) and one [`BronzeRow`] per line.
+#[derive(Default)]
+struct BronzeRead {
+    batches: Vec<RecordBatch>,
+    rows: Vec<BronzeRow>,
+}
+
+/// A bronze line's text as stored, and its bytes when they are not UTF-8.
+#[derive(Clone, Copy)]
+struct RawColumns<'a> {
+    raw: &'a StringArray,
+    bytes: &'a LargeBinaryArray,
+}
+
+impl BronzeRead {
+    /// The `_raw` and `_raw_bytes` columns of every batch of a read, in order.
+    fn columns_of<'a>(table: &str, batches: &'a [RecordBatch]) -> Result<Vec<RawColumns<'a>>> {
+        batches
+            .iter()
+            .map(|b| {
+                Ok(RawColumns {
+                    raw: tables::strs(table, b, "_raw")?,
+                    bytes: raw_bytes_column(table, b)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Keep `b`'s lines (each with the snapshot `snapshot_of` says added its landing file) and
+    /// only the two columns the parse needs.
+    fn push(
+        &mut self,
+        table: &str,
+        b: &RecordBatch,
+        snapshot_of: impl Fn(&str) -> Option<(i64, i64)>,
+    ) -> Result<()> {
+        let index = u32::try_from(self.batches.len()).map_err(|_| ShackError::BadTable {
+            table: table.to_string(),
+            detail: "more batches than a boil reads at once".into(),
+        })?;
+        let file = tables::strs(table, b, "_landing_file")?;
+        let line = tables::longs(table, b, "_line")?;
+        let arrived = b
+            .column_by_name("_arrived_at")
+            .and_then(|c| {
+                c.as_any()
+                    .downcast_ref::<arrow_array::TimestampMicrosecondArray>()
+            })
+            .ok_or_else(|| ShackError::BadTable {
+                table: table.to_string(),
+                detail: "no timestamp column \"_arrived_at\"".into(),
+            })?;
+        // A batch's lines come from a few landing files: one shared name per run of them.
+        let mut last: Option<(Arc<str>, (i64, i64))> = None;
+        for i in 0..b.num_rows() {
+            let f = file.value(i);
+            let (name, (snapshot_id, sequence_number)) = match &last {
+                Some((name, snap)) if &**name == f => (name.clone(), *snap),
+                _ => {
+                    let snap = snapshot_of(f).ok_or_else(|| ShackError::BadTable {
+                        table: table.to_string(),
+                        detail: format!("{LANDING_FILES} does not say which snapshot holds {f}"),
+                    })?;
+                    let name: Arc<str> = Arc::from(f);
+                    last = Some((name.clone(), snap));
+                    (name, snap)
+                }
+            };
+            self.rows.push(BronzeRow {
+                batch: index,
+                row: i as u32,
+                lineage: Lineage {
+                    sequence_number,
+                    arrived_us: arrived.value(i),
+                    file: name,
+                    line: line.value(i),
+                    snapshot_id,
+                },
+            });
+        }
+        let keep = ["_raw", "_raw_bytes"]
+            .iter()
+            .map(|c| {
+                b.schema().index_of(c).map_err(|_| ShackError::BadTable {
+                    table: table.to_string(),
+                    detail: format!("no column {c:?}"),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let kept = b.project(&keep).map_err(|e| ShackError::BadTable {
+            table: table.to_string(),
+            detail: format!("keeping its line columns: {e}"),
+        })?;
+        raw_bytes_column(table, &kept)?;
+        self.batches.push(kept);
+        Ok(())
+    }
+}
+
+impl RawColumns<'_> {
+    /// The line's text, and whether its bytes were UTF-8.
+    fn line(&self, row: usize) -> (&str, bool) {
+        (self.raw.value(row), self.bytes.is_null(row))
+    }
+
+    /// The line's bytes as landed, when they were not UTF-8.
+    fn bytes(&self, row: usize) -> Option<Vec<u8>> {
+        (!self.bytes.is_null(row)).then(|| self.bytes.value(row).to_vec())
+    }
+}
+
+fn raw_bytes_column<'a>(table: &str, b: &'a RecordBatch) -> Result<&'a LargeBinaryArray> {
+    b.column_by_name("_raw_bytes")
+        .and_then(|c| c.as_any().downcast_ref::<LargeBinaryArray>())
+        .ok_or_else(|| ShackError::BadTable {
+            table: table.to_string(),
+            detail: "no binary column \"_raw_bytes\"".into(),
+        })
 }
 
 /// Boil silver from bronze on `options.branch`: see the module docs of [`crate::silver`].
@@ -151,7 +277,7 @@ pub async fn stage_boil(
     }
     // 3. Read bronze: the new part, or all of it. Incremental reads cross appends only: a
     //    bronze snapshot of another kind since the watermark (a compaction) means a rebuild.
-    let mut reads: BTreeMap<Source, (Vec<BronzeRow>, Option<i64>)> = BTreeMap::new();
+    let mut reads: BTreeMap<Source, (BronzeRead, Option<i64>)> = BTreeMap::new();
     if !options.replay && rebuilt_because.is_none() {
         progress.message("reading what bronze added");
         // The sources are read at once; their results are taken in order, as if one by one.
@@ -196,7 +322,7 @@ pub async fn stage_boil(
         .into_iter()
         .filter(|s| rebuild || reads[s].1 != after.get(s).copied().flatten())
         .collect();
-    let bronze_rows_read: u64 = reads.values().map(|(rows, _)| rows.len() as u64).sum();
+    let bronze_rows_read: u64 = reads.values().map(|(r, _)| r.rows.len() as u64).sum();
 
     let mut report = BoilReport {
         boil_id: boil_id.clone(),
@@ -234,11 +360,15 @@ pub async fn stage_boil(
     let mut changes: Vec<OrderRow> = Vec::new();
     let mut fx: Vec<FxRow> = Vec::new();
     let mut settlements: Vec<SettlementRow> = Vec::new();
-    for (source, (mut rows, through)) in reads {
+    // One source at a time, each source's lines dropped once parsed.
+    for (source, (read, through)) in reads {
+        let table = bronze::table_name(source);
+        let BronzeRead { batches, mut rows } = read;
+        let columns = BronzeRead::columns_of(&table, &batches)?;
         rows.sort_by(|a, b| a.lineage.cmp(&b.lineage));
         let mut rep = source_report(source, after.get(&source).copied().flatten(), through);
         rep.rows_read = rows.len() as u64;
-        let parsed = parse_lines(source, &rows, &parsers);
+        let parsed = parse_lines(source, &rows, &columns, &parsers);
         for (row, line) in rows.into_iter().zip(parsed) {
             let outcome: std::result::Result<bool, Reason> = match line {
                 Line::Payment(p) => match p {
@@ -295,11 +425,12 @@ pub async fn stage_boil(
                 Err(reason) => {
                     rep.quarantined += 1;
                     *rep.reasons.entry(reason.as_str().to_string()).or_default() += 1;
+                    let at = &columns[row.batch as usize];
                     quarantine.push(QuarantineRow {
                         source: source.as_str(),
                         reason: reason.as_str(),
-                        raw: row.raw,
-                        raw_bytes: row.raw_bytes,
+                        raw: at.line(row.row as usize).0.to_string(),
+                        raw_bytes: at.bytes(row.row as usize),
                         lineage: row.lineage,
                     });
                 }
@@ -525,8 +656,12 @@ pub async fn stage_boil(
     for s in &report.sources {
         through.insert(s.source, s.through);
     }
-    // The tables are staged at once (each writes its own files; the commit that follows is
-    // one), their reports and changes kept in the order of `TABLES`.
+    // The tables are staged a few at a time (each writes its own files; the commit that
+    // follows is one), their reports and changes kept in the order of `TABLES`. Each builds its
+    // batch when it starts, so a full build holds a few tables' rows as Arrow, not all eight.
+    let (payments, new_payments, changes, upserts) = (&payments, &new_payments, &changes, &upserts);
+    let (fx, fx_current, settle_current, quarantine) =
+        (&fx, &fx_current, &settle_current, &quarantine);
     let mut jobs = Vec::new();
     for name in TABLES {
         let ins = inputs(name);
@@ -543,31 +678,34 @@ pub async fn stage_boil(
                 properties.insert(watermark_key(*s), id.to_string());
             }
         }
-        let batch = match name {
-            tables::PAYMENT_EVENTS => {
-                tables::payment_events_batch(&payments.iter().collect::<Vec<_>>())?
-            }
-            tables::PAYMENTS => tables::payments_batch(&new_payments)?,
-            tables::ORDER_CHANGES => {
-                tables::order_changes_batch(&changes.iter().collect::<Vec<_>>())?
-            }
-            tables::ORDERS => tables::orders_batch(&upserts)?,
-            tables::FX_RATE_HISTORY => tables::fx_history_batch(&fx.iter().collect::<Vec<_>>())?,
-            tables::FX_RATES => tables::fx_rates_batch(&fx_current.iter().collect::<Vec<_>>())?,
-            tables::SETTLEMENTS => {
-                tables::settlements_batch(&settle_current.iter().collect::<Vec<_>>())?
-            }
-            _ => tables::quarantine_batch(&quarantine.iter().collect::<Vec<_>>())?,
-        };
-        let model_rows = batch.num_rows() as u64;
-        let batches: Vec<RecordBatch> = if batch.num_rows() > 0 {
-            vec![batch]
-        } else {
-            Vec::new()
-        };
         let t = &silver[name];
         let whole = rebuild || matches!(name, tables::FX_RATES | tables::SETTLEMENTS);
         jobs.push(async move {
+            // Built when the job runs: the tables' batches are not all held at once.
+            let batch = match name {
+                tables::PAYMENT_EVENTS => {
+                    tables::payment_events_batch(&payments.iter().collect::<Vec<_>>())?
+                }
+                tables::PAYMENTS => tables::payments_batch(new_payments)?,
+                tables::ORDER_CHANGES => {
+                    tables::order_changes_batch(&changes.iter().collect::<Vec<_>>())?
+                }
+                tables::ORDERS => tables::orders_batch(upserts)?,
+                tables::FX_RATE_HISTORY => {
+                    tables::fx_history_batch(&fx.iter().collect::<Vec<_>>())?
+                }
+                tables::FX_RATES => tables::fx_rates_batch(&fx_current.iter().collect::<Vec<_>>())?,
+                tables::SETTLEMENTS => {
+                    tables::settlements_batch(&settle_current.iter().collect::<Vec<_>>())?
+                }
+                _ => tables::quarantine_batch(&quarantine.iter().collect::<Vec<_>>())?,
+            };
+            let model_rows = batch.num_rows() as u64;
+            let batches: Vec<RecordBatch> = if batch.num_rows() > 0 {
+                vec![batch]
+            } else {
+                Vec::new()
+            };
             let lake_err = |e| ShackError::lake(name, e);
             let mut merge_stats = None;
             let change = if whole {
@@ -612,7 +750,11 @@ pub async fn stage_boil(
         });
     }
     let mut staged: Vec<TableChange> = Vec::new();
-    for (tr, change) in futures::future::try_join_all(jobs).await? {
+    let done: Vec<(TableReport, TableChange)> = futures::stream::iter(jobs)
+        .buffered(STAGE_AT_ONCE)
+        .try_collect()
+        .await?;
+    for (tr, change) in done {
         report.tables.push(tr);
         staged.push(change);
     }
@@ -654,19 +796,28 @@ enum Line {
     Settlement(Parsed<parse::Settlement>),
 }
 
+/// Silver tables staged at once: enough to keep both cores busy while one table waits on its
+/// files, few enough that a full build does not hold every table's batch at the same time.
+const STAGE_AT_ONCE: usize = 2;
+
 /// Lines per thread below which parsing stays on the calling thread.
 const PARSE_CHUNK_MIN: usize = 8_192;
 
 /// Read every line of one source, in order: parsing is a pure function of each line, so a large
 /// read is parsed on every core ([`crate::par::map_in_order`]) with the sequential outcome.
-fn parse_lines(source: Source, rows: &[BronzeRow], parsers: &Parsers) -> Vec<Line> {
+fn parse_lines(
+    source: Source,
+    rows: &[BronzeRow],
+    columns: &[RawColumns<'_>],
+    parsers: &Parsers,
+) -> Vec<Line> {
     crate::par::map_in_order(rows, PARSE_CHUNK_MIN, |row| {
-        let utf8 = row.raw_bytes.is_none();
+        let (raw, utf8) = columns[row.batch as usize].line(row.row as usize);
         match source {
-            Source::Payments => Line::Payment(parse::parse_payment(&row.raw, utf8, parsers)),
-            Source::Orders => Line::Order(parse::parse_order(&row.raw, utf8)),
-            Source::FxRates => Line::Fx(parse::parse_fx(&row.raw, utf8)),
-            Source::Settlements => Line::Settlement(parse::parse_settlement(&row.raw, utf8)),
+            Source::Payments => Line::Payment(parse::parse_payment(raw, utf8, parsers)),
+            Source::Orders => Line::Order(parse::parse_order(raw, utf8)),
+            Source::FxRates => Line::Fx(parse::parse_fx(raw, utf8)),
+            Source::Settlements => Line::Settlement(parse::parse_settlement(raw, utf8)),
         }
     })
 }
@@ -1084,30 +1235,27 @@ async fn read_new(
     table: &Table,
     branch: &str,
     after: Option<i64>,
-) -> Result<(Vec<BronzeRow>, Option<i64>)> {
+) -> Result<(BronzeRead, Option<i64>)> {
     let name = table.name().to_string();
     let Some(head) = table.head(branch) else {
-        return Ok((Vec::new(), after));
+        return Ok((BronzeRead::default(), after));
     };
     if after == Some(head) {
-        return Ok((Vec::new(), after));
+        return Ok((BronzeRead::default(), after));
     }
     let inc = table
         .read_incremental(branch, after, Some(head))
         .await
         .map_err(|e| ShackError::lake(&name, e))?;
-    let mut out = Vec::new();
-    for part in &inc.parts {
-        for b in &part.batches {
-            bronze_rows(
-                &name,
-                b,
-                |_| Some((part.snapshot.snapshot_id, part.snapshot.sequence_number)),
-                &mut out,
-            )?;
+    let through = inc.through;
+    let mut out = BronzeRead::default();
+    for part in inc.parts {
+        let snap = (part.snapshot.snapshot_id, part.snapshot.sequence_number);
+        for b in part.batches {
+            out.push(&name, &b, |_| Some(snap))?;
         }
     }
-    Ok((out, inc.through))
+    Ok((out, through))
 }
 
 /// `bronze.landing_files` at the branch: landing file → (snapshot id, sequence number).
@@ -1153,61 +1301,20 @@ async fn read_all(
     table: &Table,
     branch: &str,
     files: &HashMap<String, (i64, i64)>,
-) -> Result<(Vec<BronzeRow>, Option<i64>)> {
+) -> Result<(BronzeRead, Option<i64>)> {
     let name = table.name().to_string();
-    let mut out = Vec::new();
-    for b in scan(table, branch).await? {
-        bronze_rows(&name, &b, |file| files.get(file).copied(), &mut out)?;
+    let mut out = BronzeRead::default();
+    if let Some(head) = table.head(branch) {
+        let mut batches = table
+            .scan_stream(&At::Snapshot(head))
+            .await
+            .map_err(|e| ShackError::lake(&name, e))?;
+        while let Some(b) = batches.next().await {
+            let b = b.map_err(|e| ShackError::lake(&name, e))?;
+            out.push(&name, &b, |file| files.get(file).copied())?;
+        }
     }
     Ok((out, table.head(branch)))
-}
-
-fn bronze_rows(
-    table: &str,
-    b: &RecordBatch,
-    snapshot_of: impl Fn(&str) -> Option<(i64, i64)>,
-    out: &mut Vec<BronzeRow>,
-) -> Result<()> {
-    let raw = tables::strs(table, b, "_raw")?;
-    let file = tables::strs(table, b, "_landing_file")?;
-    let line = tables::longs(table, b, "_line")?;
-    let bytes = b
-        .column_by_name("_raw_bytes")
-        .and_then(|c| c.as_any().downcast_ref::<LargeBinaryArray>())
-        .ok_or_else(|| ShackError::BadTable {
-            table: table.to_string(),
-            detail: "no binary column \"_raw_bytes\"".into(),
-        })?;
-    let arrived = b
-        .column_by_name("_arrived_at")
-        .and_then(|c| {
-            c.as_any()
-                .downcast_ref::<arrow_array::TimestampMicrosecondArray>()
-        })
-        .ok_or_else(|| ShackError::BadTable {
-            table: table.to_string(),
-            detail: "no timestamp column \"_arrived_at\"".into(),
-        })?;
-    for i in 0..b.num_rows() {
-        let f = file.value(i);
-        let (snapshot_id, sequence_number) =
-            snapshot_of(f).ok_or_else(|| ShackError::BadTable {
-                table: table.to_string(),
-                detail: format!("{LANDING_FILES} does not say which snapshot holds {f}"),
-            })?;
-        out.push(BronzeRow {
-            raw: raw.value(i).to_string(),
-            raw_bytes: (!bytes.is_null(i)).then(|| bytes.value(i).to_vec()),
-            lineage: Lineage {
-                sequence_number,
-                arrived_us: arrived.value(i),
-                file: f.to_string(),
-                line: line.value(i),
-                snapshot_id,
-            },
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -1229,7 +1336,7 @@ mod tests {
     #[test]
     fn lines_parsed_in_chunks_keep_their_order_and_outcome() {
         let n = PARSE_CHUNK_MIN * 3 + 17;
-        let rows: Vec<BronzeRow> = (0..n)
+        let lines: Vec<(String, Option<Vec<u8>>)> = (0..n)
             .map(|i| {
                 let raw = match i % 5 {
                     0 => "{\"op\":\"c\"".to_string(),
@@ -1241,18 +1348,36 @@ mod tests {
                         i * 3
                     ),
                 };
-                BronzeRow {
-                    raw,
-                    raw_bytes: (i % 97 == 0).then(|| vec![0xff]),
-                    lineage: lin(0, i as i64),
-                }
+                (raw, (i % 97 == 0).then(|| vec![0xff]))
+            })
+            .collect();
+        // The lines in two batches, as a read of two files hands them over.
+        let half = n / 2;
+        let arrays: Vec<(StringArray, LargeBinaryArray)> = [&lines[..half], &lines[half..]]
+            .iter()
+            .map(|part| {
+                (
+                    part.iter().map(|(r, _)| Some(r.as_str())).collect(),
+                    part.iter().map(|(_, b)| b.as_deref()).collect(),
+                )
+            })
+            .collect();
+        let columns: Vec<RawColumns<'_>> = arrays
+            .iter()
+            .map(|(raw, bytes)| RawColumns { raw, bytes })
+            .collect();
+        let rows: Vec<BronzeRow> = (0..n)
+            .map(|i| BronzeRow {
+                batch: u32::from(i >= half),
+                row: (if i >= half { i - half } else { i }) as u32,
+                lineage: lin(0, i as i64),
             })
             .collect();
         let parsers = Parsers::all();
-        let together = parse_lines(Source::Orders, &rows, &parsers);
-        let one_by_one: Vec<Line> = rows
+        let together = parse_lines(Source::Orders, &rows, &columns, &parsers);
+        let one_by_one: Vec<Line> = lines
             .iter()
-            .map(|r| Line::Order(parse::parse_order(&r.raw, r.raw_bytes.is_none())))
+            .map(|(raw, bytes)| Line::Order(parse::parse_order(raw, bytes.is_none())))
             .collect();
         assert_eq!(together.len(), n);
         assert_eq!(together, one_by_one);

@@ -6,6 +6,7 @@
 //! `_bronze_snapshot_id` (the bronze snapshot that made the line visible) and `_arrived_at`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use arrow_array::{
     Array, Date32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
@@ -55,7 +56,8 @@ pub struct Lineage {
     /// The bronze snapshot's sequence number (not stored: it orders deliveries within a run).
     pub sequence_number: i64,
     pub arrived_us: i64,
-    pub file: String,
+    /// Shared by every line of one landing file.
+    pub file: Arc<str>,
     pub line: i64,
     pub snapshot_id: i64,
 }
@@ -64,14 +66,14 @@ impl Lineage {
     /// The publication order of CSV rows: arrival, then file, then line (the same whichever run
     /// reads them).
     pub fn publication_key(&self) -> (i64, &str, i64) {
-        (self.arrived_us, self.file.as_str(), self.line)
+        (self.arrived_us, &self.file, self.line)
     }
 }
 
 /// The lineage columns every silver table ends with.
 impl Cols {
     fn lineage<'a>(self, rows: impl Iterator<Item = &'a Lineage> + Clone) -> Cols {
-        self.str("_landing_file", rows.clone().map(|l| l.file.as_str()))
+        self.str("_landing_file", rows.clone().map(|l| &*l.file))
             .i64("_line", rows.clone().map(|l| l.line))
             .i64("_bronze_snapshot_id", rows.clone().map(|l| l.snapshot_id))
             .ts("_arrived_at", rows.map(|l| l.arrived_us))
@@ -367,13 +369,21 @@ fn lineage_of(table: &str, b: &RecordBatch) -> Result<Vec<Lineage>> {
     let line = longs(table, b, "_line")?;
     let snap = longs(table, b, "_bronze_snapshot_id")?;
     let arrived = stamps(table, b, "_arrived_at")?;
+    let mut last: Option<Arc<str>> = None;
     Ok((0..b.num_rows())
-        .map(|i| Lineage {
-            sequence_number: 0,
-            arrived_us: arrived.value(i),
-            file: file.value(i).to_string(),
-            line: line.value(i),
-            snapshot_id: snap.value(i),
+        .map(|i| {
+            let f = file.value(i);
+            let file = match &last {
+                Some(name) if &**name == f => name.clone(),
+                _ => last.insert(Arc::from(f)).clone(),
+            };
+            Lineage {
+                sequence_number: 0,
+                arrived_us: arrived.value(i),
+                file,
+                line: line.value(i),
+                snapshot_id: snap.value(i),
+            }
         })
         .collect())
 }
