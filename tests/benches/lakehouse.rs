@@ -1304,7 +1304,14 @@ fn run_child(spec: Value) -> Result<Value> {
         .stderr(std::process::Stdio::inherit())
         .output()?;
     if !out.status.success() {
-        bail!("child {} failed ({})", spec["task"], out.status);
+        use std::os::unix::process::ExitStatusExt;
+        let why = if out.status.signal() == Some(9) {
+            " — killed, most likely by the kernel for want of memory: a full build holds its \
+             whole season, about 2 GiB per scale of 10"
+        } else {
+            ""
+        };
+        bail!("child {} failed ({}){why}", spec["task"], out.status);
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let last = text
