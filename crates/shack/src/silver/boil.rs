@@ -2,7 +2,6 @@
 //! fold, check, and commit every silver table in one catalog version.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
 
 use arrow_array::{Array, LargeBinaryArray, RecordBatch, StringArray};
 use futures::{StreamExt, TryStreamExt};
@@ -90,22 +89,15 @@ impl BronzeRead {
                 table: table.to_string(),
                 detail: "no timestamp column \"_arrived_at\"".into(),
             })?;
-        // A batch's lines come from a few landing files: one shared name per run of them.
-        let mut last: Option<(Arc<str>, (i64, i64))> = None;
+        let mut last = None;
         for i in 0..b.num_rows() {
             let f = file.value(i);
-            let (name, (snapshot_id, sequence_number)) = match &last {
-                Some((name, snap)) if &**name == f => (name.clone(), *snap),
-                _ => {
-                    let snap = snapshot_of(f).ok_or_else(|| ShackError::BadTable {
-                        table: table.to_string(),
-                        detail: format!("{LANDING_FILES} does not say which snapshot holds {f}"),
-                    })?;
-                    let name: Arc<str> = Arc::from(f);
-                    last = Some((name.clone(), snap));
-                    (name, snap)
-                }
-            };
+            let (snapshot_id, sequence_number) =
+                snapshot_of(f).ok_or_else(|| ShackError::BadTable {
+                    table: table.to_string(),
+                    detail: format!("{LANDING_FILES} does not say which snapshot holds {f}"),
+                })?;
+            let name = tables::shared_name(&mut last, f);
             self.rows.push(BronzeRow {
                 batch: index,
                 row: i as u32,

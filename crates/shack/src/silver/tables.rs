@@ -369,23 +369,26 @@ fn lineage_of(table: &str, b: &RecordBatch) -> Result<Vec<Lineage>> {
     let line = longs(table, b, "_line")?;
     let snap = longs(table, b, "_bronze_snapshot_id")?;
     let arrived = stamps(table, b, "_arrived_at")?;
-    let mut last: Option<Arc<str>> = None;
+    let mut last = None;
     Ok((0..b.num_rows())
-        .map(|i| {
-            let f = file.value(i);
-            let file = match &last {
-                Some(name) if &**name == f => name.clone(),
-                _ => last.insert(Arc::from(f)).clone(),
-            };
-            Lineage {
-                sequence_number: 0,
-                arrived_us: arrived.value(i),
-                file,
-                line: line.value(i),
-                snapshot_id: snap.value(i),
-            }
+        .map(|i| Lineage {
+            sequence_number: 0,
+            arrived_us: arrived.value(i),
+            file: shared_name(&mut last, file.value(i)),
+            line: line.value(i),
+            snapshot_id: snap.value(i),
         })
         .collect())
+}
+
+/// `name` as an [`Arc<str>`], the one `last` holds when it is the same name (the lines of a
+/// batch come from a few landing files, one after another): one copy of a file's name per run
+/// of its lines, not one per line.
+pub(crate) fn shared_name(last: &mut Option<Arc<str>>, name: &str) -> Arc<str> {
+    match last {
+        Some(held) if &**held == name => held.clone(),
+        _ => last.insert(Arc::from(name)).clone(),
+    }
 }
 
 /// Interns a currency or code read back from a table into the accepted `&'static str`.
@@ -454,6 +457,24 @@ pub fn read_settlements(batches: &[RecordBatch]) -> Result<Vec<SettlementRow>> {
 mod tests {
     use super::*;
     use arrow_schema::DataType;
+
+    #[test]
+    fn lines_of_one_landing_file_share_its_name() {
+        let mut last = None;
+        let names: Vec<Arc<str>> = ["a.jsonl", "a.jsonl", "b.jsonl", "b.jsonl", "a.jsonl"]
+            .iter()
+            .map(|f| shared_name(&mut last, f))
+            .collect();
+        assert_eq!(
+            names.iter().map(|n| &**n).collect::<Vec<_>>(),
+            ["a.jsonl", "a.jsonl", "b.jsonl", "b.jsonl", "a.jsonl"]
+        );
+        assert!(Arc::ptr_eq(&names[0], &names[1]));
+        assert!(Arc::ptr_eq(&names[2], &names[3]));
+        assert!(!Arc::ptr_eq(&names[1], &names[2]));
+        // A file seen again after another is a new copy: only a run is shared.
+        assert!(!Arc::ptr_eq(&names[0], &names[4]));
+    }
 
     #[test]
     fn every_table_has_lineage_and_a_schema() {
