@@ -357,7 +357,9 @@ pub async fn stage_boil(
         let table = bronze::table_name(source);
         let BronzeRead { batches, mut rows } = read;
         let columns = BronzeRead::columns_of(&table, &batches)?;
-        rows.sort_by(|a, b| a.lineage.cmp(&b.lineage));
+        // Unstable: no two lines share a lineage (a landing file is tapped once), and it needs
+        // no buffer beside the rows.
+        rows.sort_unstable_by(|a, b| a.lineage.cmp(&b.lineage));
         let mut rep = source_report(source, after.get(&source).copied().flatten(), through);
         rep.rows_read = rows.len() as u64;
         let parsed = parse_lines(source, &rows, &columns, &parsers);
