@@ -24,12 +24,12 @@
 //! lake is faster or smaller). The same goes to JSON (`--json`, default
 //! `<target>/bench/lakehouse.json`).
 
-// The program's allocator comes with its library, as it does for the `sugarshack` binary.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
+// The program's allocator comes with its library, as it does for the `sugarshack` binary.
 use sugarshack as _;
 
 use anyhow::{Context, Result, anyhow, bail};

@@ -79,13 +79,7 @@ impl Table {
         at: &At,
         columns: &[&str],
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-        let Some(id) = self.resolve(at)? else {
-            return Ok(Box::pin(futures::stream::empty()));
-        };
-        let schema = self.projected_schema(columns)?;
-        let names: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
-        let tasks = self.plan_files_at(id, Some(names), None).await?;
-        self.read_file_tasks_as(tasks, schema, format!("scanning {} at {at}", self.name()))
+        Ok(self.columns_stream(at, columns, None).await?.0)
     }
 
     /// `columns` of the rows of the table at `at` that `filter` may hold, with how many data
@@ -98,19 +92,27 @@ impl Table {
         columns: &[&str],
         filter: iceberg::expr::Predicate,
     ) -> Result<(Vec<RecordBatch>, usize)> {
+        let (batches, files) = self.columns_stream(at, columns, Some(filter)).await?;
+        Ok((batches.try_collect().await?, files))
+    }
+
+    /// `columns` of the rows of the table at `at` (those `filter` may hold, when there is one),
+    /// and how many data files the stream reads.
+    async fn columns_stream(
+        &self,
+        at: &At,
+        columns: &[&str],
+        filter: Option<iceberg::expr::Predicate>,
+    ) -> Result<(BoxStream<'static, Result<RecordBatch>>, usize)> {
         let Some(id) = self.resolve(at)? else {
-            return Ok((Vec::new(), 0));
+            return Ok((Box::pin(futures::stream::empty()), 0));
         };
-        let names: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
-        let tasks = self.plan_files_at(id, Some(names), Some(filter)).await?;
-        let files = tasks.len();
         let schema = self.projected_schema(columns)?;
+        let names: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        let tasks = self.plan_files_at(id, Some(names), filter).await?;
+        let files = tasks.len();
         let ctx = format!("reading {} at {at}", self.name());
-        let batches = self
-            .read_file_tasks_as(tasks, schema, ctx)?
-            .try_collect()
-            .await?;
-        Ok((batches, files))
+        Ok((self.read_file_tasks_as(tasks, schema, ctx)?, files))
     }
 
     /// The table's Arrow schema with only `columns`, in that order.

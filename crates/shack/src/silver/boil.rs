@@ -44,6 +44,15 @@ struct BronzeRead {
     rows: Vec<BronzeRow>,
 }
 
+/// The columns of a bronze table the boil reads (its `_file_sha256` is the tap's business).
+const BRONZE_COLUMNS: [&str; 5] = [
+    "_raw",
+    "_raw_bytes",
+    "_landing_file",
+    "_line",
+    "_arrived_at",
+];
+
 /// A bronze line's text as stored, and its bytes when they are not UTF-8.
 #[derive(Clone, Copy)]
 struct RawColumns<'a> {
@@ -79,16 +88,7 @@ impl BronzeRead {
         })?;
         let file = tables::strs(table, b, "_landing_file")?;
         let line = tables::longs(table, b, "_line")?;
-        let arrived = b
-            .column_by_name("_arrived_at")
-            .and_then(|c| {
-                c.as_any()
-                    .downcast_ref::<arrow_array::TimestampMicrosecondArray>()
-            })
-            .ok_or_else(|| ShackError::BadTable {
-                table: table.to_string(),
-                detail: "no timestamp column \"_arrived_at\"".into(),
-            })?;
+        let arrived = tables::stamps(table, b, "_arrived_at")?;
         let mut last = None;
         for i in 0..b.num_rows() {
             let f = file.value(i);
@@ -123,7 +123,6 @@ impl BronzeRead {
             table: table.to_string(),
             detail: format!("keeping its line columns: {e}"),
         })?;
-        raw_bytes_column(table, &kept)?;
         self.batches.push(kept);
         Ok(())
     }
@@ -1300,7 +1299,7 @@ async fn read_all(
     let mut out = BronzeRead::default();
     if let Some(head) = table.head(branch) {
         let mut batches = table
-            .scan_stream(&At::Snapshot(head))
+            .scan_columns_stream(&At::Snapshot(head), &BRONZE_COLUMNS)
             .await
             .map_err(|e| ShackError::lake(&name, e))?;
         while let Some(b) = batches.next().await {
