@@ -53,27 +53,72 @@ const BRONZE_COLUMNS: [&str; 5] = [
     "_arrived_at",
 ];
 
-/// A bronze line's text as stored, and its bytes when they are not UTF-8.
-#[derive(Clone, Copy)]
-struct RawColumns<'a> {
-    raw: &'a StringArray,
-    bytes: &'a LargeBinaryArray,
+/// A bronze line's text as stored, and its bytes when they are not UTF-8: one batch's
+/// columns (the arrays share the read's buffers).
+#[derive(Clone)]
+struct RawColumns {
+    raw: StringArray,
+    bytes: LargeBinaryArray,
+}
+
+/// Each batch's [`RawColumns`] while some of its lines are still to be parsed.
+///
+/// A full build parses the whole of bronze; holding every batch until the last line was parsed
+/// held all of bronze's text beside every row parsed from it (the full build's peak). Lines
+/// are parsed in lineage order, close to the order bronze is read in, so a batch whose lines
+/// are all parsed is let go as the parse goes.
+struct LiveColumns {
+    columns: Vec<Option<RawColumns>>,
+    /// Lines of each batch not parsed yet.
+    left: Vec<u32>,
+}
+
+impl LiveColumns {
+    /// The `_raw` and `_raw_bytes` columns of every batch of a read, each kept until the last
+    /// of `rows` that points into it is [released](Self::release).
+    fn new(table: &str, batches: Vec<RecordBatch>, rows: &[BronzeRow]) -> Result<LiveColumns> {
+        let columns = batches
+            .iter()
+            .map(|b| {
+                Ok(Some(RawColumns {
+                    raw: tables::strs(table, b, "_raw")?.clone(),
+                    bytes: raw_bytes_column(table, b)?.clone(),
+                }))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut left = vec![0u32; columns.len()];
+        for r in rows {
+            if let Some(n) = left.get_mut(r.batch as usize) {
+                *n += 1;
+            }
+        }
+        Ok(LiveColumns { columns, left })
+    }
+
+    /// The error for a line whose batch was let go before it was parsed (a bug in the boil's
+    /// bookkeeping, not in the data).
+    fn gone(table: &str) -> ShackError {
+        ShackError::BadTable {
+            table: table.to_string(),
+            detail: "a line's batch was let go before the line was parsed".into(),
+        }
+    }
+
+    /// `rows` are parsed: let go of each batch none of whose lines are left.
+    fn release(&mut self, rows: &[BronzeRow]) {
+        for r in rows {
+            let b = r.batch as usize;
+            if let Some(n) = self.left.get_mut(b) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.columns[b] = None;
+                }
+            }
+        }
+    }
 }
 
 impl BronzeRead {
-    /// The `_raw` and `_raw_bytes` columns of every batch of a read, in order.
-    fn columns_of<'a>(table: &str, batches: &'a [RecordBatch]) -> Result<Vec<RawColumns<'a>>> {
-        batches
-            .iter()
-            .map(|b| {
-                Ok(RawColumns {
-                    raw: tables::strs(table, b, "_raw")?,
-                    bytes: raw_bytes_column(table, b)?,
-                })
-            })
-            .collect()
-    }
-
     /// Keep `b`'s lines (each with the snapshot `snapshot_of` says added its landing file) and
     /// only the two columns the parse needs.
     fn push(
@@ -128,7 +173,7 @@ impl BronzeRead {
     }
 }
 
-impl RawColumns<'_> {
+impl RawColumns {
     /// The line's text, and whether its bytes were UTF-8.
     fn line(&self, row: usize) -> (&str, bool) {
         (self.raw.value(row), self.bytes.is_null(row))
@@ -355,79 +400,99 @@ pub async fn stage_boil(
     for (source, (read, through)) in reads {
         let table = bronze::table_name(source);
         let BronzeRead { batches, mut rows } = read;
-        let columns = BronzeRead::columns_of(&table, &batches)?;
+        let mut live = LiveColumns::new(&table, batches, &rows)?;
         // Unstable: no two lines share a lineage (a landing file is tapped once), and it needs
         // no buffer beside the rows.
         rows.sort_unstable_by(|a, b| a.lineage.cmp(&b.lineage));
         let mut rep = source_report(source, after.get(&source).copied().flatten(), through);
         rep.rows_read = rows.len() as u64;
-        let parsed = parse_lines(source, &rows, &columns, &parsers);
-        for (row, line) in rows.into_iter().zip(parsed) {
-            let outcome: std::result::Result<bool, Reason> = match line {
-                Line::Payment(p) => match p {
-                    Parsed::Row(event) => {
-                        payments.push(PaymentRow {
-                            event,
-                            is_duplicate: false,
+        // The most rows this source can add, asked for once rather than doubled as they come.
+        match source {
+            Source::Payments => payments.reserve(rows.len()),
+            Source::Orders => changes.reserve(rows.len()),
+            Source::FxRates => fx.reserve(rows.len()),
+            Source::Settlements => settlements.reserve(rows.len()),
+        }
+        // A slice of lines at a time; a batch is let go once its last line is parsed.
+        for part in rows.chunks(PARSE_AT_ONCE) {
+            let parsed = parse_lines(source, part, &live.columns, &parsers)
+                .ok_or_else(|| LiveColumns::gone(&table))?;
+            for (row, line) in part.iter().zip(parsed) {
+                let outcome: std::result::Result<bool, Reason> = match line {
+                    Line::Payment(p) => match p {
+                        Parsed::Row(event) => {
+                            payments.push(PaymentRow {
+                                event,
+                                is_duplicate: false,
+                                lineage: row.lineage.clone(),
+                            });
+                            Ok(true)
+                        }
+                        Parsed::Header => Ok(false),
+                        Parsed::Quarantine(r) => Err(r),
+                    },
+                    Line::Order(o) => match o {
+                        Parsed::Row(change) => {
+                            changes.push(OrderRow {
+                                change,
+                                lineage: row.lineage.clone(),
+                            });
+                            Ok(true)
+                        }
+                        Parsed::Header => Ok(false),
+                        Parsed::Quarantine(r) => Err(r),
+                    },
+                    Line::Fx(f) => match f {
+                        Parsed::Row(rate) => {
+                            fx.push(FxRow {
+                                rate,
+                                publications: 1,
+                                lineage: row.lineage.clone(),
+                            });
+                            Ok(true)
+                        }
+                        Parsed::Header => Ok(false),
+                        Parsed::Quarantine(r) => Err(r),
+                    },
+                    Line::Settlement(t) => match t {
+                        Parsed::Row(settlement) => {
+                            settlements.push(SettlementRow {
+                                settlement,
+                                publications: 1,
+                                lineage: row.lineage.clone(),
+                            });
+                            Ok(true)
+                        }
+                        Parsed::Header => Ok(false),
+                        Parsed::Quarantine(r) => Err(r),
+                    },
+                };
+                match outcome {
+                    Ok(true) => rep.parsed += 1,
+                    Ok(false) => rep.headers += 1,
+                    Err(reason) => {
+                        rep.quarantined += 1;
+                        *rep.reasons.entry(reason.as_str().to_string()).or_default() += 1;
+                        let (raw, raw_bytes) = live.columns[row.batch as usize]
+                            .as_ref()
+                            .map(|at| {
+                                (
+                                    at.line(row.row as usize).0.to_string(),
+                                    at.bytes(row.row as usize),
+                                )
+                            })
+                            .ok_or_else(|| LiveColumns::gone(&table))?;
+                        quarantine.push(QuarantineRow {
+                            source: source.as_str(),
+                            reason: reason.as_str(),
+                            raw,
+                            raw_bytes,
                             lineage: row.lineage.clone(),
                         });
-                        Ok(true)
                     }
-                    Parsed::Header => Ok(false),
-                    Parsed::Quarantine(r) => Err(r),
-                },
-                Line::Order(o) => match o {
-                    Parsed::Row(change) => {
-                        changes.push(OrderRow {
-                            change,
-                            lineage: row.lineage.clone(),
-                        });
-                        Ok(true)
-                    }
-                    Parsed::Header => Ok(false),
-                    Parsed::Quarantine(r) => Err(r),
-                },
-                Line::Fx(f) => match f {
-                    Parsed::Row(rate) => {
-                        fx.push(FxRow {
-                            rate,
-                            publications: 1,
-                            lineage: row.lineage.clone(),
-                        });
-                        Ok(true)
-                    }
-                    Parsed::Header => Ok(false),
-                    Parsed::Quarantine(r) => Err(r),
-                },
-                Line::Settlement(t) => match t {
-                    Parsed::Row(settlement) => {
-                        settlements.push(SettlementRow {
-                            settlement,
-                            publications: 1,
-                            lineage: row.lineage.clone(),
-                        });
-                        Ok(true)
-                    }
-                    Parsed::Header => Ok(false),
-                    Parsed::Quarantine(r) => Err(r),
-                },
-            };
-            match outcome {
-                Ok(true) => rep.parsed += 1,
-                Ok(false) => rep.headers += 1,
-                Err(reason) => {
-                    rep.quarantined += 1;
-                    *rep.reasons.entry(reason.as_str().to_string()).or_default() += 1;
-                    let at = &columns[row.batch as usize];
-                    quarantine.push(QuarantineRow {
-                        source: source.as_str(),
-                        reason: reason.as_str(),
-                        raw: at.line(row.row as usize).0.to_string(),
-                        raw_bytes: at.bytes(row.row as usize),
-                        lineage: row.lineage,
-                    });
                 }
             }
+            live.release(part);
         }
         sources.insert(source, rep);
     }
@@ -796,23 +861,31 @@ const STAGE_AT_ONCE: usize = 2;
 /// Lines per thread below which parsing stays on the calling thread.
 const PARSE_CHUNK_MIN: usize = 8_192;
 
+/// Lines parsed at once (then turned into rows, and their batches let go when done): a few
+/// chunks per core, a few tens of megabytes of text.
+const PARSE_AT_ONCE: usize = 1 << 16;
+
 /// Read every line of one source, in order: parsing is a pure function of each line, so a large
 /// read is parsed on every core ([`crate::par::map_in_order`]) with the sequential outcome.
+/// `None` if a line's batch is not among `columns` (let go too early).
 fn parse_lines(
     source: Source,
     rows: &[BronzeRow],
-    columns: &[RawColumns<'_>],
+    columns: &[Option<RawColumns>],
     parsers: &Parsers,
-) -> Vec<Line> {
+) -> Option<Vec<Line>> {
     crate::par::map_in_order(rows, PARSE_CHUNK_MIN, |row| {
-        let (raw, utf8) = columns[row.batch as usize].line(row.row as usize);
-        match source {
+        let at = columns.get(row.batch as usize)?.as_ref()?;
+        let (raw, utf8) = at.line(row.row as usize);
+        Some(match source {
             Source::Payments => Line::Payment(parse::parse_payment(raw, utf8, parsers)),
             Source::Orders => Line::Order(parse::parse_order(raw, utf8)),
             Source::FxRates => Line::Fx(parse::parse_fx(raw, utf8)),
             Source::Settlements => Line::Settlement(parse::parse_settlement(raw, utf8)),
-        }
+        })
     })
+    .into_iter()
+    .collect()
 }
 
 /// Record each row's `_lsn` and `created_at` by order id (`order_id, _lsn, created_at` batches of
@@ -1313,6 +1386,8 @@ async fn read_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow_array::ArrayRef;
+    use std::sync::Arc;
 
     fn lin(arrived_us: i64, line: i64) -> Lineage {
         Lineage {
@@ -1355,9 +1430,9 @@ mod tests {
                 )
             })
             .collect();
-        let columns: Vec<RawColumns<'_>> = arrays
-            .iter()
-            .map(|(raw, bytes)| RawColumns { raw, bytes })
+        let columns: Vec<Option<RawColumns>> = arrays
+            .into_iter()
+            .map(|(raw, bytes)| Some(RawColumns { raw, bytes }))
             .collect();
         let rows: Vec<BronzeRow> = (0..n)
             .map(|i| BronzeRow {
@@ -1367,7 +1442,8 @@ mod tests {
             })
             .collect();
         let parsers = Parsers::all();
-        let together = parse_lines(Source::Orders, &rows, &columns, &parsers);
+        let together = parse_lines(Source::Orders, &rows, &columns, &parsers)
+            .expect("every line's batch is there");
         let one_by_one: Vec<Line> = lines
             .iter()
             .map(|(raw, bytes)| Line::Order(parse::parse_order(raw, bytes.is_none())))
@@ -1379,6 +1455,48 @@ mod tests {
             .filter(|l| matches!(l, Line::Order(Parsed::Row(_))))
             .count();
         assert!(kept > n / 2 && kept < n, "{kept} of {n} parsed");
+    }
+
+    /// A batch is let go when the last of its lines is parsed, not before, whatever order the
+    /// lines come in; a parse that asks for a batch already let go says so instead of guessing.
+    #[test]
+    fn a_batch_is_let_go_once_its_last_line_is_parsed() {
+        let batch = |lines: &[&str]| {
+            let raw: StringArray = lines.iter().map(|l| Some(*l)).collect();
+            let bytes: LargeBinaryArray = lines.iter().map(|_| None::<&[u8]>).collect();
+            RecordBatch::try_from_iter([
+                ("_raw", Arc::new(raw) as ArrayRef),
+                ("_raw_bytes", Arc::new(bytes) as ArrayRef),
+            ])
+            .expect("a batch of two columns")
+        };
+        let row = |batch: u32, row: u32| BronzeRow {
+            batch,
+            row,
+            lineage: lin(0, i64::from(batch * 10 + row)),
+        };
+        // Lines of batch 0 and 1 interleaved, as when a landing file's lines span two batches.
+        let rows = vec![row(0, 0), row(1, 0), row(0, 1), row(1, 1), row(2, 0)];
+        let mut live = LiveColumns::new(
+            "bronze.orders",
+            vec![batch(&["a", "b"]), batch(&["c", "d"]), batch(&["e"])],
+            &rows,
+        )
+        .expect("both columns are there");
+        let held = |live: &LiveColumns| -> Vec<bool> {
+            live.columns.iter().map(Option::is_some).collect()
+        };
+        assert_eq!(held(&live), [true, true, true]);
+        live.release(&rows[..2]);
+        assert_eq!(held(&live), [true, true, true]);
+        live.release(&rows[2..3]);
+        assert_eq!(held(&live), [false, true, true]);
+        let parsers = Parsers::all();
+        // Batch 1 is still there; batch 0 is not, and a parse that needs it comes back empty.
+        assert!(parse_lines(Source::Orders, &rows[3..4], &live.columns, &parsers).is_some());
+        assert!(parse_lines(Source::Orders, &rows[..1], &live.columns, &parsers).is_none());
+        live.release(&rows[3..]);
+        assert_eq!(held(&live), [false, false, false]);
     }
 
     #[test]
