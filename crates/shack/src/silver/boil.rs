@@ -522,6 +522,8 @@ pub async fn stage_boil(
             p.is_duplicate = true;
         }
     }
+    // A full build's every event id, copied: not needed past here.
+    drop(seen);
     let duplicates = payments.iter().filter(|p| p.is_duplicate).count() as u64;
     if let Some(rep) = sources.get_mut(&Source::Payments) {
         rep.duplicates = duplicates;
@@ -714,6 +716,9 @@ pub async fn stage_boil(
     for s in &report.sources {
         through.insert(s.source, s.through);
     }
+    // What the checks looked orders up by: not needed to write.
+    drop(order_ids);
+    drop(winners);
     // The tables are staged a few at a time (each writes its own files; the commit that
     // follows is one), their reports and changes kept in the order of `TABLES`. Each builds its
     // batch when it starts, so a full build holds a few tables' rows as Arrow, not all eight.
