@@ -2,6 +2,7 @@
 //! fold, check, and commit every silver table in one catalog version.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use arrow_array::{Array, LargeBinaryArray, RecordBatch, StringArray};
 use futures::{StreamExt, TryStreamExt};
@@ -55,7 +56,6 @@ const BRONZE_COLUMNS: [&str; 5] = [
 
 /// A bronze line's text as stored, and its bytes when they are not UTF-8: one batch's
 /// columns (the arrays share the read's buffers).
-#[derive(Clone)]
 struct RawColumns {
     raw: StringArray,
     bytes: LargeBinaryArray,
@@ -135,14 +135,22 @@ impl BronzeRead {
         let line = tables::longs(table, b, "_line")?;
         let arrived = tables::stamps(table, b, "_arrived_at")?;
         let mut last = None;
+        // The snapshot of the last run of one file's lines, asked once per run, not per line.
+        let mut snap: Option<(Arc<str>, (i64, i64))> = None;
         for i in 0..b.num_rows() {
             let f = file.value(i);
-            let (snapshot_id, sequence_number) =
-                snapshot_of(f).ok_or_else(|| ShackError::BadTable {
-                    table: table.to_string(),
-                    detail: format!("{LANDING_FILES} does not say which snapshot holds {f}"),
-                })?;
             let name = tables::shared_name(&mut last, f);
+            let (snapshot_id, sequence_number) = match &snap {
+                Some((held, s)) if Arc::ptr_eq(held, &name) => *s,
+                _ => {
+                    let s = snapshot_of(f).ok_or_else(|| ShackError::BadTable {
+                        table: table.to_string(),
+                        detail: format!("{LANDING_FILES} does not say which snapshot holds {f}"),
+                    })?;
+                    snap = Some((name.clone(), s));
+                    s
+                }
+            };
             self.rows.push(BronzeRow {
                 batch: index,
                 row: i as u32,
@@ -1392,7 +1400,6 @@ async fn read_all(
 mod tests {
     use super::*;
     use arrow_array::ArrayRef;
-    use std::sync::Arc;
 
     fn lin(arrived_us: i64, line: i64) -> Lineage {
         Lineage {
