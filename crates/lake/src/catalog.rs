@@ -463,20 +463,41 @@ impl Catalog {
         }
         // 1. New metadata files, each under a fresh unique name (never overwritten), a few at
         //    a time (a publish moves every table of the lake in one commit).
+        //    Each is serialised and written on a task of its own, so the JSON of many tables
+        //    is encoded on every core rather than on the committer's thread; the change goes to
+        //    the task and comes back with what it wrote.
         const AT_ONCE: usize = 8;
-        let mut writes = Vec::with_capacity(changes.len());
-        for change in &changes {
-            writes.push(self.write_change_metadata(change));
-        }
-        let results: Vec<Result<Option<NewMetadata>>> = futures::stream::iter(writes)
+        let tasks = changes.into_iter().map(|change| {
+            let catalog = self.clone();
+            tokio::spawn(async move {
+                let written = catalog.write_change_metadata(&change).await;
+                (change, written)
+            })
+        });
+        let joined: Vec<_> = futures::stream::iter(tasks)
             .buffered(AT_ONCE)
             .collect()
             .await;
+        let mut changes = Vec::with_capacity(joined.len());
+        let mut results: Vec<Result<Option<NewMetadata>>> = Vec::with_capacity(joined.len());
+        let mut failed = None;
+        for j in joined {
+            match j {
+                Ok((change, result)) => {
+                    changes.push(change);
+                    results.push(result);
+                }
+                Err(e) => {
+                    failed.get_or_insert(LakeError::Other(format!(
+                        "writing a table's new metadata: its task failed: {e}"
+                    )));
+                }
+            }
+        }
         let mut new_locations: BTreeMap<String, Option<String>> = BTreeMap::new();
         let mut snapshots = BTreeMap::new();
         let mut written = Vec::new();
         let mut kept = BTreeMap::new();
-        let mut failed = None;
         for (change, result) in changes.iter().zip(results) {
             let key = change.table.to_string();
             if let Some(s) = change.snapshot_id {

@@ -595,11 +595,16 @@ impl Table {
         };
         let mut out = Vec::new();
         if spec.is_unpartitioned() {
-            let mut w = builder(&conformed).build(None).await.map_err(ice)?;
-            for b in conformed {
-                w.write(b).await.map_err(ice)?;
-            }
-            out.extend(w.close().await.map_err(ice)?);
+            // On a task of its own too, so tables written side by side encode on every core.
+            let files = crate::read::on_task(format!("writing data files of {name}"), async move {
+                let mut w = builder(&conformed).build(None).await?;
+                for b in conformed {
+                    w.write(b).await?;
+                }
+                w.close().await
+            })
+            .await?;
+            out.extend(files);
         } else {
             let splitter =
                 RecordBatchPartitionSplitter::try_new_with_computed_values(schema.clone(), spec)
@@ -670,7 +675,35 @@ impl Table {
     /// manifest that lists them: [`Replace::Partitions`] names partitions of the default spec, so
     /// files of an older spec are read and only their rows in those partitions are removed (the
     /// rest is written back under the default spec), as pyiceberg's dynamic overwrite does.
+    ///
+    /// The staging runs on a task of its own, so tables staged side by side (a layer's tables,
+    /// joined by one caller) encode their manifests on every core, not on the caller's thread.
     pub async fn stage_files(
+        &self,
+        branch: &str,
+        added: Vec<DataFile>,
+        replace: Option<&Replace>,
+        properties: BTreeMap<String, String>,
+    ) -> Result<TableChange> {
+        let table = self.clone();
+        let on = branch.to_string();
+        let replace = replace.cloned();
+        let staged = tokio::spawn(async move {
+            table
+                .stage_files_here(&on, added, replace.as_ref(), properties)
+                .await
+        });
+        match staged.await {
+            Ok(change) => change,
+            Err(e) => Err(LakeError::Other(format!(
+                "staging {} on branch {branch}: its task failed: {e}",
+                self.name()
+            ))),
+        }
+    }
+
+    /// [`Table::stage_files`] on the calling task.
+    async fn stage_files_here(
         &self,
         branch: &str,
         mut added: Vec<DataFile>,
