@@ -161,18 +161,17 @@ impl Table {
         schema: SchemaRef,
         ctx: String,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-        let reader = self
-            .iceberg()
-            .reader_builder()
-            .with_batch_size(READ_BATCH_ROWS)
-            .with_data_file_concurrency_limit(1)
-            .build();
+        // iceberg's reader, built when the first file that is not plain needs it (building one
+        // reads the machine's core count from cgroup files: most reads never need it).
+        let iceberg = self.iceberg().clone();
+        let reader = std::sync::Arc::new(std::sync::OnceLock::new());
         let read_ctx = ctx.clone();
         let catalog = self.catalog().clone();
         let wanted = schema.clone();
         let files = futures::stream::iter(tasks)
             .map(move |task| {
                 let reader = reader.clone();
+                let iceberg = iceberg.clone();
                 let catalog = catalog.clone();
                 let wanted = wanted.clone();
                 let ctx = read_ctx.clone();
@@ -182,7 +181,15 @@ impl Table {
                     {
                         return Ok(batches);
                     }
+                    let reader: &iceberg::arrow::ArrowReader = reader.get_or_init(|| {
+                        iceberg
+                            .reader_builder()
+                            .with_batch_size(READ_BATCH_ROWS)
+                            .with_data_file_concurrency_limit(1)
+                            .build()
+                    });
                     let stream = reader
+                        .clone()
                         .read(Box::pin(futures::stream::iter([Ok(task)])))?
                         .stream();
                     stream.try_collect::<Vec<RecordBatch>>().await
@@ -294,15 +301,25 @@ impl Table {
                 through: head,
             });
         }
-        let chain = self.ancestry(through)?;
+        // Walk back from `through` only as far as `after`: an incremental read since the last
+        // watermark costs the snapshots since then, not the branch's whole history.
         let mut out = Vec::new();
         let mut found = after.is_none();
-        for s in chain {
-            if Some(s.snapshot_id) == after {
+        let mut seen = HashSet::new();
+        let mut cur = Some(self.snapshot_ref(through)?);
+        while let Some(s) = cur {
+            if Some(s.snapshot_id()) == after {
                 found = true;
                 break;
             }
-            out.push(s);
+            if !seen.insert(s.snapshot_id()) {
+                break;
+            }
+            out.push(crate::table::info(s));
+            // An expired parent ends the ancestry, as in `Table::ancestry`.
+            cur = s
+                .parent_snapshot_id()
+                .and_then(|p| self.metadata().snapshot_by_id(p));
         }
         if !found {
             return Err(LakeError::NotAncestor {
