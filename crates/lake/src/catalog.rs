@@ -469,10 +469,14 @@ impl Catalog {
         const AT_ONCE: usize = 8;
         let tasks = changes.into_iter().map(|change| {
             let catalog = self.clone();
-            tokio::spawn(async move {
-                let written = catalog.write_change_metadata(&change).await;
-                (change, written)
-            })
+            let ctx = format!("writing the new metadata of {}", change.table);
+            async move {
+                crate::read::spawned(&ctx, async move {
+                    let written = catalog.write_change_metadata(&change).await;
+                    (change, written)
+                })
+                .await
+            }
         });
         let joined: Vec<_> = futures::stream::iter(tasks)
             .buffered(AT_ONCE)
@@ -488,9 +492,7 @@ impl Catalog {
                     results.push(result);
                 }
                 Err(e) => {
-                    failed.get_or_insert(LakeError::Other(format!(
-                        "writing a table's new metadata: its task failed: {e}"
-                    )));
+                    failed.get_or_insert(e);
                 }
             }
         }

@@ -305,21 +305,12 @@ impl Table {
         // watermark costs the snapshots since then, not the branch's whole history.
         let mut out = Vec::new();
         let mut found = after.is_none();
-        let mut seen = HashSet::new();
-        let mut cur = Some(self.snapshot_ref(through)?);
-        while let Some(s) = cur {
+        for s in self.ancestors(through)? {
             if Some(s.snapshot_id()) == after {
                 found = true;
                 break;
             }
-            if !seen.insert(s.snapshot_id()) {
-                break;
-            }
             out.push(crate::table::info(s));
-            // An expired parent ends the ancestry, as in `Table::ancestry`.
-            cur = s
-                .parent_snapshot_id()
-                .and_then(|p| self.metadata().snapshot_by_id(p));
         }
         if !found {
             return Err(LakeError::NotAncestor {
@@ -422,11 +413,29 @@ pub(crate) async fn on_task<T: Send + 'static>(
     ctx: String,
     work: impl std::future::Future<Output = iceberg::Result<T>> + Send + 'static,
 ) -> Result<T> {
-    match tokio::spawn(work).await {
-        Ok(Ok(t)) => Ok(t),
-        Ok(Err(e)) => Err(LakeError::iceberg(ctx, e)),
-        Err(e) => Err(LakeError::Other(format!("{ctx}: its task failed: {e}"))),
+    spawned(&ctx, work)
+        .await?
+        .map_err(|e| LakeError::iceberg(ctx, e))
+}
+
+/// Run `work` on a task of its own and wait for its answer; a task that panicked or was
+/// cancelled is an error named by `ctx`. A caller that stops waiting (a sibling of a
+/// `try_join_all` failed) aborts the task at its next await, so a failed step does not leave
+/// work writing files behind it.
+pub(crate) async fn spawned<T: Send + 'static>(
+    ctx: &str,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T> {
+    struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+    impl<T> Drop for AbortOnDrop<T> {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
     }
+    let mut task = AbortOnDrop(tokio::spawn(work));
+    (&mut task.0)
+        .await
+        .map_err(|e| LakeError::Other(format!("{ctx}: its task failed: {e}")))
 }
 
 /// How many data files a read decodes, and a partitioned write encodes, at once: one per core,

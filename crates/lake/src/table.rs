@@ -277,18 +277,25 @@ impl Table {
 
     /// `from` and its ancestors, newest first, as far as the metadata still holds them.
     pub fn ancestry(&self, from: i64) -> Result<Vec<SnapshotInfo>> {
-        let mut out = vec![self.snapshot(from)?];
+        Ok(self.ancestors(from)?.map(|s| info(s)).collect())
+    }
+
+    /// [`Table::ancestry`] walked lazily, as iceberg holds the snapshots: a caller that stops
+    /// early (at a watermark) pays only for the snapshots it looked at.
+    pub(crate) fn ancestors(
+        &self,
+        from: i64,
+    ) -> Result<impl Iterator<Item = &iceberg::spec::SnapshotRef>> {
+        let first = self.snapshot_ref(from)?;
         let mut seen = HashSet::from([from]);
-        while let Some(p) = out.last().and_then(|s| s.parent_id) {
+        Ok(std::iter::successors(Some(first), move |s| {
+            let p = s.parent_snapshot_id()?;
             if !seen.insert(p) {
-                break;
+                return None;
             }
-            match self.metadata().snapshot_by_id(p) {
-                Some(s) => out.push(info(s)),
-                None => break, // expired: ancestry ends here
-            }
-        }
-        Ok(out)
+            // An expired parent ends the ancestry.
+            self.metadata().snapshot_by_id(p)
+        }))
     }
 
     /// True when `ancestor` is `of` or one of its ancestors.

@@ -675,35 +675,7 @@ impl Table {
     /// manifest that lists them: [`Replace::Partitions`] names partitions of the default spec, so
     /// files of an older spec are read and only their rows in those partitions are removed (the
     /// rest is written back under the default spec), as pyiceberg's dynamic overwrite does.
-    ///
-    /// The staging runs on a task of its own, so tables staged side by side (a layer's tables,
-    /// joined by one caller) encode their manifests on every core, not on the caller's thread.
     pub async fn stage_files(
-        &self,
-        branch: &str,
-        added: Vec<DataFile>,
-        replace: Option<&Replace>,
-        properties: BTreeMap<String, String>,
-    ) -> Result<TableChange> {
-        let table = self.clone();
-        let on = branch.to_string();
-        let replace = replace.cloned();
-        let staged = tokio::spawn(async move {
-            table
-                .stage_files_here(&on, added, replace.as_ref(), properties)
-                .await
-        });
-        match staged.await {
-            Ok(change) => change,
-            Err(e) => Err(LakeError::Other(format!(
-                "staging {} on branch {branch}: its task failed: {e}",
-                self.name()
-            ))),
-        }
-    }
-
-    /// [`Table::stage_files`] on the calling task.
-    async fn stage_files_here(
         &self,
         branch: &str,
         mut added: Vec<DataFile>,
