@@ -148,7 +148,7 @@ async fn write_and_grade(lake: &Catalog, day: u32, net: i64, audit: AuditFn) -> 
         .with_ymd_and_hms(2026, 8, day, 23, 59, 59)
         .single()
         .expect("t");
-    let audits: Vec<Box<dyn Audit>> = vec![Box::new(audit)];
+    let audits: Vec<std::sync::Arc<dyn Audit>> = vec![std::sync::Arc::new(audit)];
     let grade = shack::grade(lake, &["gold"], as_of, &shack::Settings::default(), &audits)
         .await
         .expect("grade");

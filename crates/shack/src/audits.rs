@@ -39,6 +39,7 @@
 //!   webhooks still settling); an older gap blocks.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use arrow::compute::cast;
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
@@ -59,12 +60,12 @@ use crate::tap::thousands;
 use crate::{Result, ShackError};
 
 /// The four audits, in the order the story prints them.
-pub fn standard() -> Vec<Box<dyn Audit>> {
+pub fn standard() -> Vec<Arc<dyn Audit>> {
     vec![
-        Box::new(AuditFn::new("quarantine rate", quarantine_rate_audit)),
-        Box::new(AuditFn::new(CONSERVATION, conservation_audit)),
-        Box::new(AuditFn::new(FX_COVERAGE, fx_coverage_audit)),
-        Box::new(AuditFn::new("reconciliation", reconciliation_audit)),
+        Arc::new(AuditFn::new("quarantine rate", quarantine_rate_audit)),
+        Arc::new(AuditFn::new(CONSERVATION, conservation_audit)),
+        Arc::new(AuditFn::new(FX_COVERAGE, fx_coverage_audit)),
+        Arc::new(AuditFn::new("reconciliation", reconciliation_audit)),
     ]
 }
 

@@ -311,15 +311,16 @@ pub async fn grade(
     namespaces: &[&str],
     as_of: DateTime<Utc>,
     settings: &Settings,
-    audits: &[Box<dyn Audit>],
+    audits: &[Arc<dyn Audit>],
 ) -> Result<Grade> {
-    let context = begin(catalog, namespaces, as_of, settings).await?;
-    // The audits only read, and each reads the same snapshots: they run at once (one waits on
-    // its files while another plans), and their results keep the order they were given in.
-    let results = futures::future::join_all(audits.iter().map(|audit| {
-        let context = &context;
-        async move {
-            match audit.run(catalog, context).await {
+    let context = Arc::new(begin(catalog, namespaces, as_of, settings).await?);
+    // The audits only read, and each reads the same snapshots: they run at once, each on a
+    // task of its own (one plans its SQL while another does, or waits on its files), and their
+    // results keep the order they were given in. An audit that fails BLOCKs.
+    let jobs = audits.iter().map(|audit| {
+        let (audit, context, catalog) = (audit.clone(), context.clone(), catalog.clone());
+        crate::par::job(async move {
+            Ok(match audit.run(&catalog, &context).await {
                 Ok(r) => r,
                 Err(e) => AuditResult::new(
                     audit.name(),
@@ -327,10 +328,11 @@ pub async fn grade(
                     format!("could not run: {e}"),
                     json!({ "error": e.to_string() }),
                 ),
-            }
-        }
-    }))
-    .await;
+            })
+        })
+    });
+    let results = crate::par::on_tasks("the audits", audits.len(), jobs).await?;
+    let context = Arc::try_unwrap(context).unwrap_or_else(|shared| (*shared).clone());
     Ok(Grade { context, results })
 }
 

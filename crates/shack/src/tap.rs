@@ -844,8 +844,9 @@ async fn stage_all(
             )
         })
     };
-    // The bronze tables are staged at once (each writes its own manifests), in the order of
-    // `pending`; `bronze.landing_files` after them, since its rows name their snapshots.
+    // The bronze tables are staged at once, each on a task of its own (each writes its own
+    // manifests), in the order of `pending`; `bronze.landing_files` after them, since its rows
+    // name their snapshots.
     let mut jobs = Vec::new();
     for p in pending {
         let name = bronze::table_name(p.source);
@@ -855,19 +856,21 @@ async fn stage_all(
             (props::FILES.to_string(), p.files.len().to_string()),
             (props::ROWS.to_string(), p.rows.to_string()),
         ]);
-        let t = table(&name)?;
-        jobs.push(async move {
+        let t = table(&name)?.clone();
+        let (branch, data_files) = (run.branch.to_string(), p.data_files.clone());
+        jobs.push(crate::par::job(async move {
             let change = t
-                .stage_files(run.branch, p.data_files.clone(), None, properties)
+                .stage_files(&branch, data_files, None, properties)
                 .await
                 .map_err(|e| ShackError::lake(&name, e))?;
-            Ok::<_, ShackError>((p, name, change))
-        });
+            Ok((name, change))
+        }));
     }
+    let staged = crate::par::on_tasks("bronze", pending.len(), jobs).await?;
     let mut changes = Vec::new();
     let mut batches = Vec::new();
     let mut records: Vec<(&FileRecord, Option<(i64, i64)>)> = Vec::new();
-    for (p, name, change) in futures::future::try_join_all(jobs).await? {
+    for (p, (name, change)) in pending.iter().zip(staged) {
         let (snapshot_id, sequence_number) = staged_snapshot(&name, &change)?;
         batches.push(BatchReport {
             source: p.source,

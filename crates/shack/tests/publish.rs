@@ -174,9 +174,9 @@ fn racing_audit<'a>(
     })
 }
 
-fn audits(fns: &[(&str, shack::grade::AuditFnPtr)]) -> Vec<Box<dyn Audit>> {
+fn audits(fns: &[(&str, shack::grade::AuditFnPtr)]) -> Vec<Arc<dyn Audit>> {
     fns.iter()
-        .map(|(name, f)| Box::new(AuditFn::new(name, *f)) as Box<dyn Audit>)
+        .map(|(name, f)| Arc::new(AuditFn::new(name, *f)) as Arc<dyn Audit>)
         .collect()
 }
 

@@ -230,37 +230,38 @@ pub async fn stage_finish(
         };
         let rows = batch.num_rows() as u64;
         let batches: Vec<RecordBatch> = if rows > 0 { vec![batch] } else { Vec::new() };
-        let t = &gold[name];
-        jobs.push(async move {
+        let t = gold[name].clone();
+        let whole = *scope == Scope::Whole;
+        // What the new rows replace; `None`: nothing touched, a snapshot still carries the new
+        // watermarks.
+        let replace = match scope {
+            Scope::Whole => Some(Replace::All),
+            Scope::Dates(dates) if dates.is_empty() && batches.is_empty() => None,
+            Scope::Dates(dates) => Some(delta::replace_dates(&t, column, dates)),
+        };
+        let branch = branch.to_string();
+        jobs.push(crate::par::job(async move {
             let lake_err = |e| ShackError::lake(name, e);
-            let change = match scope {
-                Scope::Whole => t
-                    .stage_replace(branch, &Replace::All, &batches, properties)
+            let change = match &replace {
+                Some(replace) => t
+                    .stage_replace(&branch, replace, &batches, properties)
                     .await
                     .map_err(lake_err)?,
-                // Nothing touched: a snapshot still carries the new watermarks.
-                Scope::Dates(dates) if dates.is_empty() && batches.is_empty() => t
-                    .stage_append(branch, &[], properties)
-                    .await
-                    .map_err(lake_err)?,
-                Scope::Dates(dates) => t
-                    .stage_replace(
-                        branch,
-                        &delta::replace_dates(t, column, dates),
-                        &batches,
-                        properties,
-                    )
+                None => t
+                    .stage_append(&branch, &[], properties)
                     .await
                     .map_err(lake_err)?,
             };
-            let report = table_report(name, &change, rows, *scope == Scope::Whole)?;
-            Ok::<_, ShackError>((report, change))
-        });
+            let report = table_report(name, &change, rows, whole)?;
+            Ok((report, change))
+        }));
     }
-    let (reports, staged): (Vec<_>, Vec<TableChange>) = futures::future::try_join_all(jobs)
-        .await?
-        .into_iter()
-        .unzip();
+    // Each on a task of its own: the four encode their files and manifests on both cores.
+    let (reports, staged): (Vec<_>, Vec<TableChange>) =
+        crate::par::on_tasks("gold", TABLES.len(), jobs)
+            .await?
+            .into_iter()
+            .unzip();
 
     let message = format!(
         "finish ({mode}) of {} on {branch} as of {}: {} order dates rebuilt",

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{Array, LargeBinaryArray, RecordBatch, StringArray};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use lake::iceberg::expr::{Predicate, Reference};
 use lake::iceberg::spec::Datum;
 use lake::{
@@ -727,13 +727,11 @@ pub async fn stage_boil(
     // What the checks looked orders up by: not needed to write.
     drop(order_ids);
     drop(winners);
-    // The tables are staged a few at a time (each writes its own files; the commit that
-    // follows is one), their reports and changes kept in the order of `TABLES`. Each builds its
-    // batch when it starts, so a full build holds a few tables' rows as Arrow, not all eight.
-    let (payments, new_payments, changes, upserts) = (&payments, &new_payments, &changes, &upserts);
-    let (fx, fx_current, settle_current, quarantine) =
-        (&fx, &fx_current, &settle_current, &quarantine);
-    let mut jobs = Vec::new();
+    // The tables are staged a few at a time, each on a task of its own (each writes its own
+    // files; the commit that follows is one), their reports and changes kept in the order of
+    // `TABLES`. A table's batch is built when a slot is free for it, so a full build holds a
+    // few tables' rows as Arrow, not all eight.
+    let mut staging = Vec::new();
     for name in TABLES {
         let ins = inputs(name);
         if !rebuild && !ins.iter().any(|s| advanced.contains(s)) {
@@ -749,34 +747,47 @@ pub async fn stage_boil(
                 properties.insert(watermark_key(*s), id.to_string());
             }
         }
-        let t = &silver[name];
+        staging.push((name, properties));
+    }
+    let (payments, new_payments, changes, upserts) = (&payments, &new_payments, &changes, &upserts);
+    let (fx, fx_current, settle_current, quarantine) =
+        (&fx, &fx_current, &settle_current, &quarantine);
+    let batch_of = |name: &str| -> Result<RecordBatch> {
+        match name {
+            tables::PAYMENT_EVENTS => {
+                tables::payment_events_batch(&payments.iter().collect::<Vec<_>>())
+            }
+            tables::PAYMENTS => tables::payments_batch(new_payments),
+            tables::ORDER_CHANGES => {
+                tables::order_changes_batch(&changes.iter().collect::<Vec<_>>())
+            }
+            tables::ORDERS => tables::orders_batch(upserts),
+            tables::FX_RATE_HISTORY => tables::fx_history_batch(&fx.iter().collect::<Vec<_>>()),
+            tables::FX_RATES => tables::fx_rates_batch(&fx_current.iter().collect::<Vec<_>>()),
+            tables::SETTLEMENTS => {
+                tables::settlements_batch(&settle_current.iter().collect::<Vec<_>>())
+            }
+            _ => tables::quarantine_batch(&quarantine.iter().collect::<Vec<_>>()),
+        }
+    };
+    let mut staging = staging.into_iter();
+    let jobs = std::iter::from_fn(|| {
+        let (name, properties) = staging.next()?;
+        let batch = match batch_of(name) {
+            Ok(b) => b,
+            Err(e) => return Some(crate::par::job(async move { Err(e) })),
+        };
+        let t = silver[name].clone();
+        let branch = branch.to_string();
         let whole = rebuild || matches!(name, tables::FX_RATES | tables::SETTLEMENTS);
-        jobs.push(async move {
-            // Built when the job runs: the tables' batches are not all held at once.
-            let batch = match name {
-                tables::PAYMENT_EVENTS => {
-                    tables::payment_events_batch(&payments.iter().collect::<Vec<_>>())?
-                }
-                tables::PAYMENTS => tables::payments_batch(new_payments)?,
-                tables::ORDER_CHANGES => {
-                    tables::order_changes_batch(&changes.iter().collect::<Vec<_>>())?
-                }
-                tables::ORDERS => tables::orders_batch(upserts)?,
-                tables::FX_RATE_HISTORY => {
-                    tables::fx_history_batch(&fx.iter().collect::<Vec<_>>())?
-                }
-                tables::FX_RATES => tables::fx_rates_batch(&fx_current.iter().collect::<Vec<_>>())?,
-                tables::SETTLEMENTS => {
-                    tables::settlements_batch(&settle_current.iter().collect::<Vec<_>>())?
-                }
-                _ => tables::quarantine_batch(&quarantine.iter().collect::<Vec<_>>())?,
-            };
+        Some(crate::par::job(async move {
             let model_rows = batch.num_rows() as u64;
             let batches: Vec<RecordBatch> = if batch.num_rows() > 0 {
                 vec![batch]
             } else {
                 Vec::new()
             };
+            let branch = branch.as_str();
             let lake_err = |e| ShackError::lake(name, e);
             let mut merge_stats = None;
             let change = if whole {
@@ -817,14 +828,11 @@ pub async fn stage_boil(
             let mut tr = table_report(name, &change, model_rows)?;
             tr.merge = merge_stats;
             tr.rewritten_whole = whole;
-            Ok::<_, ShackError>((tr, change))
-        });
-    }
+            Ok((tr, change))
+        }))
+    });
+    let done = crate::par::on_tasks("silver", STAGE_AT_ONCE, jobs).await?;
     let mut staged: Vec<TableChange> = Vec::new();
-    let done: Vec<(TableReport, TableChange)> = futures::stream::iter(jobs)
-        .buffered(STAGE_AT_ONCE)
-        .try_collect()
-        .await?;
     for (tr, change) in done {
         report.tables.push(tr);
         staged.push(change);
