@@ -64,13 +64,17 @@ pub(crate) async fn on_tasks<T: Send + 'static>(
     at_once: usize,
     jobs: impl IntoIterator<Item = Job<T>>,
 ) -> Result<Vec<T>> {
+    /// Why the jobs stopped early: the first failure wins.
+    enum Stop {
+        Failed(ShackError),
+        Panicked(Box<dyn std::any::Any + Send>),
+    }
     let mut jobs = jobs.into_iter();
     let mut set = tokio::task::JoinSet::new();
     let mut answers: Vec<Option<T>> = Vec::new();
-    let mut failed: Option<ShackError> = None;
-    let mut panicked = None;
+    let mut stop: Option<Stop> = None;
     loop {
-        while failed.is_none() && panicked.is_none() && set.len() < at_once.max(1) {
+        while stop.is_none() && set.len() < at_once.max(1) {
             let Some(job) = jobs.next() else { break };
             let i = answers.len();
             answers.push(None);
@@ -79,48 +83,30 @@ pub(crate) async fn on_tasks<T: Send + 'static>(
         let Some(done) = set.join_next().await else {
             break;
         };
-        match done {
-            Ok((i, Ok(answer))) => answers[i] = Some(answer),
-            Ok((_, Err(e))) => {
-                if failed.is_none() && panicked.is_none() {
-                    failed = Some(e);
-                    set.abort_all();
-                }
+        let failure = match done {
+            Ok((i, Ok(answer))) => {
+                answers[i] = Some(answer);
+                continue;
             }
-            Err(e) if e.is_panic() => {
-                if panicked.is_none() {
-                    panicked = Some(e.into_panic());
-                    set.abort_all();
-                }
-            }
+            Ok((_, Err(e))) => Stop::Failed(e),
+            Err(e) if e.is_panic() => Stop::Panicked(e.into_panic()),
             // Cancelled: only ours are (after a failure), or the runtime is shutting down.
-            Err(e) => {
-                if failed.is_none() && panicked.is_none() {
-                    failed = Some(stopped(what, &e));
-                    set.abort_all();
-                }
-            }
+            Err(e) => Stop::Failed(ShackError::lake(
+                what,
+                lake::LakeError::Other(format!("a task stopped: {e}")),
+            )),
+        };
+        if stop.is_none() {
+            stop = Some(failure);
+            set.abort_all();
         }
     }
-    if let Some(panic) = panicked {
-        std::panic::resume_unwind(panic);
+    match stop {
+        Some(Stop::Panicked(panic)) => std::panic::resume_unwind(panic),
+        Some(Stop::Failed(e)) => Err(e),
+        // Every job spawned was joined with an answer.
+        None => Ok(answers.into_iter().flatten().collect()),
     }
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    let n = answers.len();
-    let answers: Vec<T> = answers.into_iter().flatten().collect();
-    if answers.len() != n {
-        return Err(ShackError::lake(
-            what,
-            lake::LakeError::Other(format!("{} of {n} jobs gave no answer", n - answers.len())),
-        ));
-    }
-    Ok(answers)
-}
-
-fn stopped(what: &str, e: &tokio::task::JoinError) -> ShackError {
-    ShackError::lake(what, lake::LakeError::Other(format!("a task stopped: {e}")))
 }
 
 /// Box a job for [`on_tasks`].
