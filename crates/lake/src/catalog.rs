@@ -71,6 +71,9 @@ pub(crate) struct Inner {
     /// Manifest lists, manifests and table metadata files this handle parsed (they never
     /// change once written).
     pub(crate) parsed: crate::plan::ParsedFiles,
+    /// Manifest headers this handle parsed: every manifest a table writes between two schema
+    /// changes repeats the same one.
+    pub(crate) manifest_headers: crate::manifest::Headers,
 }
 
 /// A file catalog over object storage. Cheap to clone; clones share one store.
@@ -171,6 +174,7 @@ impl Catalog {
                 newest: Mutex::new(None),
                 floor_seen: AtomicU64::new(0),
                 parsed: Default::default(),
+                manifest_headers: Default::default(),
             }),
         }
     }

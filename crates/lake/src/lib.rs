@@ -45,6 +45,7 @@ mod iceberg_catalog;
 mod log;
 mod lookup;
 mod maintenance;
+mod manifest;
 mod merge;
 mod plan;
 mod read;

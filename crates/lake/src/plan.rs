@@ -167,7 +167,19 @@ impl Catalog {
 
     /// Read and parse the manifest `mf` names (the cache missed it), and keep it.
     async fn parse_manifest(&self, mf: &ManifestFile) -> iceberg::Result<Arc<Manifest>> {
-        let m = Arc::new(mf.load_manifest(&self.inner.file_io).await?);
+        let m = if mf.key_metadata.is_some() {
+            // An encrypted manifest: iceberg-rust knows how to read it.
+            mf.load_manifest(&self.inner.file_io).await?
+        } else {
+            let bytes = self
+                .inner
+                .file_io
+                .new_input(&mf.manifest_path)?
+                .read()
+                .await?;
+            crate::manifest::parse(&bytes, mf, &self.inner.manifest_headers)?
+        };
+        let m = Arc::new(m);
         let bytes = u64::try_from(mf.manifest_length).unwrap_or(0).max(1);
         self.inner
             .parsed
@@ -177,8 +189,8 @@ impl Catalog {
 
     /// The manifests `mfs` name, in their order, each parsed once per catalog handle as
     /// [`Catalog::manifest`] does; those not parsed yet are read and parsed at once, each on a
-    /// task of its own (a manifest takes about a millisecond to parse, mostly its Avro header,
-    /// and a table's plan may need several).
+    /// task of its own (a table's plan may need several, and each entry still costs an Avro
+    /// decode even when its header was parsed before).
     pub(crate) async fn manifests(
         &self,
         mfs: &[&ManifestFile],

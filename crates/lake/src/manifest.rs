@@ -1,0 +1,702 @@
+//! Manifests parsed without reading the same header twice.
+//!
+//! A manifest is an Avro file whose header carries two large JSON documents: the Avro schema
+//! of its entries and the table schema it was written under (plus the partition spec). Every
+//! manifest a table writes between two schema changes carries the same header, and
+//! iceberg-rust parses it afresh for each file, twice for the Avro schema (once to read the
+//! file, once to resolve it against its own reader schema). On a table with a season of
+//! history that header work was two thirds of the time spent parsing manifests.
+//!
+//! [`Headers`] keeps the parsed Avro schemas and manifest metadata of one catalog handle, keyed
+//! by their bytes, and [`parse`] decodes the entries against them directly. Anything this
+//! decoder does not know — a codec other than null or deflate, a v1 manifest, a partition
+//! value of an unusual type, an entry of an unexpected shape, bytes that do not decode — is
+//! handed whole to iceberg-rust's own parser, so the answer (or the error) is always the one
+//! iceberg-rust gives; the tests below hold the two to the same result.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use apache_avro::types::Value;
+use apache_avro::{Codec, DeflateSettings, Schema as AvroSchema};
+use iceberg::spec::{
+    DataContentType, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal, Manifest,
+    ManifestEntry, ManifestFile, ManifestMetadata, ManifestStatus, PrimitiveLiteral, PrimitiveType,
+    Schema, Struct, StructType, Type,
+};
+
+/// Headers kept per catalog handle before the maps are emptied and start again (a lake holds
+/// a few dozen tables and each changes its schema rarely).
+const KEEP: usize = 256;
+
+/// The metadata keys [`ManifestMetadata::parse`] reads, in a fixed order.
+const META_KEYS: [&str; 6] = [
+    "schema",
+    "schema-id",
+    "partition-spec",
+    "partition-spec-id",
+    "format-version",
+    "content",
+];
+
+/// The metadata of a manifest header and the partition type it implies.
+struct Meta {
+    metadata: ManifestMetadata,
+    partition_type: StructType,
+}
+
+/// Parsed manifest headers, keyed by their bytes (files never change once written, and a
+/// header's bytes determine what it parses to).
+#[derive(Default)]
+pub(crate) struct Headers {
+    schemas: Mutex<HashMap<Vec<u8>, Arc<AvroSchema>>>,
+    metas: Mutex<HashMap<MetaKey, Arc<Meta>>>,
+}
+
+/// The values of [`META_KEYS`] in a header, those it has.
+type MetaKey = Vec<Option<Vec<u8>>>;
+
+impl Headers {
+    fn schema(&self, bytes: &[u8]) -> Result<Arc<AvroSchema>, Decline> {
+        if let Some(s) = lock(&self.schemas).get(bytes) {
+            return Ok(s.clone());
+        }
+        let text = std::str::from_utf8(bytes).map_err(|_| Decline)?;
+        let schema = Arc::new(AvroSchema::parse_str(text).map_err(|_| Decline)?);
+        let mut map = lock(&self.schemas);
+        if map.len() >= KEEP {
+            map.clear();
+        }
+        map.insert(bytes.to_vec(), schema.clone());
+        Ok(schema)
+    }
+
+    fn meta(&self, header: &[(&str, &[u8])]) -> Result<Arc<Meta>, Decline> {
+        let key: MetaKey = META_KEYS
+            .iter()
+            .map(|k| lookup(header, k).map(<[u8]>::to_vec))
+            .collect();
+        if let Some(m) = lock(&self.metas).get(&key) {
+            return Ok(m.clone());
+        }
+        let fields: HashMap<String, Vec<u8>> = META_KEYS
+            .iter()
+            .zip(&key)
+            .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+            .collect();
+        let metadata = ManifestMetadata::parse(&fields).map_err(|_| Decline)?;
+        let partition_type = metadata
+            .partition_spec
+            .partition_type(&metadata.schema)
+            .map_err(|_| Decline)?;
+        let meta = Arc::new(Meta {
+            metadata,
+            partition_type,
+        });
+        let mut map = lock(&self.metas);
+        if map.len() >= KEEP {
+            map.clear();
+        }
+        map.insert(key, meta.clone());
+        Ok(meta)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lookup<'a>(header: &[(&str, &'a [u8])], key: &str) -> Option<&'a [u8]> {
+    header.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+}
+
+/// This decoder does not handle the file; iceberg-rust's parser will.
+#[derive(Debug)]
+struct Decline;
+
+/// The manifest in `bytes`, which `mf` names, its entries' snapshot ids and sequence numbers
+/// inherited from `mf` as iceberg-rust's `ManifestFile::load_manifest` does. `mf` must not be
+/// encrypted (the caller loads those through iceberg-rust).
+pub(crate) fn parse(
+    bytes: &[u8],
+    mf: &ManifestFile,
+    headers: &Headers,
+) -> iceberg::Result<Manifest> {
+    let (metadata, mut entries) = match decode(bytes, headers) {
+        Ok(parts) => parts,
+        Err(Decline) => {
+            let (entries, metadata) = Manifest::parse_avro(bytes)?.into_parts();
+            let entries = entries.into_iter().map(Arc::unwrap_or_clone).collect();
+            (metadata, entries)
+        }
+    };
+    for entry in &mut entries {
+        inherit(entry, mf);
+    }
+    Ok(Manifest::new(metadata, entries))
+}
+
+/// What the manifest list says of an entry whose manifest leaves it out (as iceberg-rust's
+/// `ManifestEntry::inherit_data`, which is not public).
+fn inherit(entry: &mut ManifestEntry, mf: &ManifestFile) {
+    if entry.snapshot_id.is_none() {
+        entry.snapshot_id = Some(mf.added_snapshot_id);
+    }
+    let inherits = entry.status == ManifestStatus::Added || mf.sequence_number == 0;
+    if entry.sequence_number.is_none() && inherits {
+        entry.sequence_number = Some(mf.sequence_number);
+    }
+    if entry.file_sequence_number.is_none() && inherits {
+        entry.file_sequence_number = Some(mf.sequence_number);
+    }
+}
+
+/// The Avro object container's magic bytes.
+const MAGIC: &[u8] = b"Obj\x01";
+
+fn decode(
+    bytes: &[u8],
+    headers: &Headers,
+) -> Result<(ManifestMetadata, Vec<ManifestEntry>), Decline> {
+    let mut buf = bytes.strip_prefix(MAGIC).ok_or(Decline)?;
+    let header = read_header(&mut buf)?;
+    let sync = take(&mut buf, 16)?;
+    let codec = match lookup(&header, "avro.codec") {
+        None | Some(b"null") => Codec::Null,
+        Some(b"deflate") => Codec::Deflate(DeflateSettings::default()),
+        Some(_) => return Err(Decline),
+    };
+    let schema = headers.schema(lookup(&header, "avro.schema").ok_or(Decline)?)?;
+    let meta = headers.meta(&header)?;
+    if meta.metadata.format_version == FormatVersion::V1 {
+        return Err(Decline);
+    }
+    let spec_id = meta.metadata.partition_spec.spec_id();
+    let mut entries = Vec::new();
+    while !buf.is_empty() {
+        let count = usize::try_from(read_long(&mut buf)?).map_err(|_| Decline)?;
+        let size = usize::try_from(read_long(&mut buf)?).map_err(|_| Decline)?;
+        let mut block = take(&mut buf, size)?.to_vec();
+        if take(&mut buf, 16)? != sync {
+            return Err(Decline);
+        }
+        codec.decompress(&mut block).map_err(|_| Decline)?;
+        let mut data = block.as_slice();
+        entries.reserve(count);
+        for _ in 0..count {
+            let value =
+                apache_avro::from_avro_datum(&schema, &mut data, None).map_err(|_| Decline)?;
+            entries.push(entry(value, &meta, spec_id)?);
+        }
+        if !data.is_empty() {
+            return Err(Decline);
+        }
+    }
+    Ok((meta.metadata.clone(), entries))
+}
+
+/// The container header's metadata map: blocks of (key, value) pairs, a negative count
+/// followed by the block's size in bytes, a zero count ending it.
+fn read_header<'a>(buf: &mut &'a [u8]) -> Result<Vec<(&'a str, &'a [u8])>, Decline> {
+    let mut pairs = Vec::new();
+    loop {
+        let count = read_long(buf)?;
+        if count == 0 {
+            return Ok(pairs);
+        }
+        if count < 0 {
+            read_long(buf)?;
+        }
+        for _ in 0..count.unsigned_abs() {
+            let key = std::str::from_utf8(read_bytes(buf)?).map_err(|_| Decline)?;
+            pairs.push((key, read_bytes(buf)?));
+        }
+    }
+}
+
+/// An Avro long: a zig-zag encoded variable-length integer.
+fn read_long(buf: &mut &[u8]) -> Result<i64, Decline> {
+    let mut n: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = buf.split_first().ok_or(Decline)?;
+        *buf = rest;
+        n |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok(((n >> 1) as i64) ^ -((n & 1) as i64));
+        }
+    }
+    Err(Decline)
+}
+
+fn read_bytes<'a>(buf: &mut &'a [u8]) -> Result<&'a [u8], Decline> {
+    let len = usize::try_from(read_long(buf)?).map_err(|_| Decline)?;
+    take(buf, len)
+}
+
+fn take<'a>(buf: &mut &'a [u8], len: usize) -> Result<&'a [u8], Decline> {
+    if buf.len() < len {
+        return Err(Decline);
+    }
+    let (head, rest) = buf.split_at(len);
+    *buf = rest;
+    Ok(head)
+}
+
+/// The record's fields, by name (a writer may order them as it likes or leave optional ones
+/// out).
+struct Record(Vec<(String, Value)>);
+
+impl Record {
+    fn of(value: Value) -> Result<Self, Decline> {
+        match value {
+            Value::Record(fields) => Ok(Self(fields)),
+            _ => Err(Decline),
+        }
+    }
+
+    /// The field's value, `None` when the writer left it out or wrote null.
+    fn take(&mut self, name: &str) -> Option<Value> {
+        let value = self
+            .0
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| std::mem::replace(v, Value::Null))?;
+        match value {
+            Value::Null => None,
+            Value::Union(_, inner) if *inner == Value::Null => None,
+            Value::Union(_, inner) => Some(*inner),
+            v => Some(v),
+        }
+    }
+
+    fn required(&mut self, name: &str) -> Result<Value, Decline> {
+        self.take(name).ok_or(Decline)
+    }
+
+    fn long(&mut self, name: &str) -> Result<Option<i64>, Decline> {
+        self.take(name).map(long).transpose()
+    }
+
+    fn int(&mut self, name: &str) -> Result<Option<i32>, Decline> {
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::Int(i)) => Ok(Some(i)),
+            Some(_) => Err(Decline),
+        }
+    }
+}
+
+fn long(value: Value) -> Result<i64, Decline> {
+    match value {
+        Value::Long(l) => Ok(l),
+        Value::Int(i) => Ok(i64::from(i)),
+        _ => Err(Decline),
+    }
+}
+
+fn string(value: Value) -> Result<String, Decline> {
+    match value {
+        Value::String(s) => Ok(s),
+        _ => Err(Decline),
+    }
+}
+
+fn bytes(value: Value) -> Result<Vec<u8>, Decline> {
+    match value {
+        Value::Bytes(b) => Ok(b),
+        _ => Err(Decline),
+    }
+}
+
+fn array(value: Option<Value>) -> Result<Vec<Value>, Decline> {
+    match value {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => Ok(items),
+        Some(_) => Err(Decline),
+    }
+}
+
+fn entry(value: Value, meta: &Meta, spec_id: i32) -> Result<ManifestEntry, Decline> {
+    let mut rec = Record::of(value)?;
+    let status = match rec.required("status")? {
+        Value::Int(s) => ManifestStatus::try_from(s).map_err(|_| Decline)?,
+        _ => return Err(Decline),
+    };
+    let snapshot_id = rec.long("snapshot_id")?;
+    let sequence_number = rec.long("sequence_number")?;
+    let file_sequence_number = rec.long("file_sequence_number")?;
+    let mut file = Record::of(rec.required("data_file")?)?;
+    let schema = &meta.metadata.schema;
+
+    let mut builder = DataFileBuilder::default();
+    builder
+        .content(DataContentType::try_from(file.int("content")?.unwrap_or(0)).map_err(|_| Decline)?)
+        .file_path(string(file.required("file_path")?)?)
+        .file_format(
+            string(file.required("file_format")?)?
+                .parse::<DataFileFormat>()
+                .map_err(|_| Decline)?,
+        )
+        .partition(partition(
+            file.required("partition")?,
+            &meta.partition_type,
+        )?)
+        .record_count(count(file.required("record_count")?)?)
+        .file_size_in_bytes(count(file.required("file_size_in_bytes")?)?)
+        .column_sizes(counts(file.take("column_sizes"))?)
+        .value_counts(counts(file.take("value_counts"))?)
+        .null_value_counts(counts(file.take("null_value_counts"))?)
+        .nan_value_counts(counts(file.take("nan_value_counts"))?)
+        .lower_bounds(bounds(file.take("lower_bounds"), schema)?)
+        .upper_bounds(bounds(file.take("upper_bounds"), schema)?)
+        .key_metadata(file.take("key_metadata").map(bytes).transpose()?)
+        .split_offsets(
+            file.take("split_offsets")
+                .map(|v| array(Some(v))?.into_iter().map(long).collect())
+                .transpose()?,
+        )
+        .equality_ids(
+            file.take("equality_ids")
+                .map(|v| {
+                    array(Some(v))?
+                        .into_iter()
+                        .map(|i| match i {
+                            Value::Int(i) => Ok(i),
+                            _ => Err(Decline),
+                        })
+                        .collect()
+                })
+                .transpose()?,
+        )
+        .first_row_id(file.long("first_row_id")?)
+        .partition_spec_id(spec_id)
+        .referenced_data_file(file.take("referenced_data_file").map(string).transpose()?)
+        .content_offset(file.long("content_offset")?)
+        .content_size_in_bytes(file.long("content_size_in_bytes")?);
+    if let Some(id) = file.int("sort_order_id")? {
+        builder.sort_order_id(id);
+    }
+    Ok(ManifestEntry {
+        status,
+        snapshot_id,
+        sequence_number,
+        file_sequence_number,
+        data_file: builder.build().map_err(|_| Decline)?,
+    })
+}
+
+/// A count or size, which iceberg-rust holds unsigned.
+fn count(value: Value) -> Result<u64, Decline> {
+    u64::try_from(long(value)?).map_err(|_| Decline)
+}
+
+/// A map of field id to count; negative counts are left out, as iceberg-rust does.
+fn counts(value: Option<Value>) -> Result<HashMap<i32, u64>, Decline> {
+    let items = array(value)?;
+    let mut map = HashMap::with_capacity(items.len());
+    for item in items {
+        let mut kv = Record::of(item)?;
+        let key = kv.int("key")?.ok_or(Decline)?;
+        let value = long(kv.required("value")?)?;
+        if let Ok(value) = u64::try_from(value) {
+            map.insert(key, value);
+        }
+    }
+    Ok(map)
+}
+
+/// A map of field id to bound, typed by the field's type in the manifest's schema; bounds of
+/// fields the schema no longer has are left out, as iceberg-rust does.
+fn bounds(value: Option<Value>, schema: &Schema) -> Result<HashMap<i32, Datum>, Decline> {
+    let items = array(value)?;
+    let mut map = HashMap::with_capacity(items.len());
+    for item in items {
+        let mut kv = Record::of(item)?;
+        let key = kv.int("key")?.ok_or(Decline)?;
+        let value = bytes(kv.required("value")?)?;
+        let field = schema
+            .field_by_id(key)
+            .or_else(|| iceberg::metadata_columns::get_metadata_field(key).ok());
+        if let Some(field) = field {
+            let ty = field.field_type.as_primitive_type().ok_or(Decline)?;
+            map.insert(
+                key,
+                Datum::try_from_bytes(&value, ty.clone()).map_err(|_| Decline)?,
+            );
+        }
+    }
+    Ok(map)
+}
+
+/// The partition tuple, a value per field of the partition type, found by name.
+fn partition(value: Value, ty: &StructType) -> Result<Struct, Decline> {
+    let mut rec = Record::of(value)?;
+    let values = ty
+        .fields()
+        .iter()
+        .map(|field| {
+            let Type::Primitive(p) = field.field_type.as_ref() else {
+                return Err(Decline);
+            };
+            // Every field is written, null or not: one missing means a name this decoder
+            // does not match (a writer that renames fields for Avro, say).
+            if !rec.0.iter().any(|(n, _)| *n == field.name) {
+                return Err(Decline);
+            }
+            rec.take(&field.name).map(|v| literal(v, p)).transpose()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Struct::from_iter(values))
+}
+
+/// A partition value as iceberg-rust reads it, for the types a partition commonly has.
+fn literal(value: Value, ty: &PrimitiveType) -> Result<Literal, Decline> {
+    use PrimitiveType as P;
+    let p = match (ty, value) {
+        (P::Boolean, Value::Boolean(b)) => PrimitiveLiteral::Boolean(b),
+        (P::Int | P::Date, Value::Int(i) | Value::Date(i)) => PrimitiveLiteral::Int(i),
+        (P::Long, Value::Int(i)) => PrimitiveLiteral::Long(i64::from(i)),
+        (P::Long, Value::Long(l)) => PrimitiveLiteral::Long(l),
+        (P::Time, Value::Long(l) | Value::TimeMicros(l)) => PrimitiveLiteral::Long(l),
+        (
+            P::Timestamp | P::Timestamptz,
+            Value::Long(l) | Value::TimestampMicros(l) | Value::LocalTimestampMicros(l),
+        ) => PrimitiveLiteral::Long(l),
+        (P::String, Value::String(s)) => PrimitiveLiteral::String(s),
+        _ => return Err(Decline),
+    };
+    Ok(Literal::Primitive(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use arrow_array::{
+        Date32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    };
+    use arrow_schema::{DataType, Field, Schema as ArrowSchema, TimeUnit};
+
+    use super::*;
+    use crate::{Catalog, PartitionField, Replace};
+
+    fn arrow_schema() -> Arc<ArrowSchema> {
+        Arc::new(ArrowSchema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("region", DataType::Utf8, true),
+            Field::new("day", DataType::Date32, false),
+            Field::new(
+                "at",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+                false,
+            ),
+        ]))
+    }
+
+    /// `n` rows from `from`, over three regions (one of them null) and four days.
+    fn batch(from: i64, n: i64) -> RecordBatch {
+        let ids = from..from + n;
+        RecordBatch::try_new(
+            arrow_schema(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(ids.clone())),
+                Arc::new(StringArray::from_iter(ids.clone().map(|i| match i % 3 {
+                    0 => Some("east"),
+                    1 => Some("west"),
+                    _ => None,
+                }))),
+                Arc::new(Date32Array::from_iter_values(
+                    ids.clone().map(|i| 20_600 + (i % 4) as i32),
+                )),
+                Arc::new(
+                    TimestampMicrosecondArray::from_iter_values(
+                        ids.map(|i| 1_780_000_000_000_000 + i * 3_600_000_000),
+                    )
+                    .with_timezone("+00:00"),
+                ),
+            ],
+        )
+        .expect("batch")
+    }
+
+    /// A catalog holding an unpartitioned table and one partitioned by a string, a date and a
+    /// day of a timestamp, each with appends, a partition replace and a full rebuild behind it.
+    async fn lake() -> Catalog {
+        let store: Arc<dyn object_store::ObjectStore> =
+            Arc::new(object_store::memory::InMemory::new());
+        let c = Catalog::open_store(store, "memory:///c", "memory:///w");
+        let partitioned = [
+            PartitionField::identity("region"),
+            PartitionField::identity("day"),
+            PartitionField::day("at"),
+        ];
+        for (name, spec) in [("t.flat", &[][..]), ("t.parted", &partitioned[..])] {
+            c.create_table(name, &arrow_schema(), spec)
+                .await
+                .expect("create");
+            for k in 0..3 {
+                c.append(name, "audit", &[batch(k * 10, 10)], BTreeMap::new())
+                    .await
+                    .expect("append");
+            }
+            // The flat table is rebuilt; the partitioned one loses the rows with id < 5 (files
+            // rewritten, others kept as existing entries).
+            let replace = if spec.is_empty() {
+                Replace::All
+            } else {
+                Replace::Rows(Arc::new(|b: &RecordBatch| {
+                    let ids = b
+                        .column(0)
+                        .as_any()
+                        .downcast_ref::<Int64Array>()
+                        .ok_or_else(|| crate::LakeError::Other("ids are not Int64".into()))?;
+                    Ok(ids.iter().map(|id| id.map(|id| id < 5)).collect())
+                }))
+            };
+            c.replace(name, "audit", &replace, &[batch(100, 7)], BTreeMap::new())
+                .await
+                .expect("replace");
+            c.append(name, "audit", &[batch(200, 5)], BTreeMap::new())
+                .await
+                .expect("append");
+        }
+        c
+    }
+
+    /// Every manifest of every snapshot of the table: its entry in the list and its bytes.
+    async fn manifests(c: &Catalog, name: &str) -> Vec<(ManifestFile, bytes::Bytes)> {
+        let t = c.table(name).await.expect("load");
+        let mut out = Vec::new();
+        for snapshot in t.iceberg().metadata().snapshots() {
+            let list = t
+                .manifest_list(snapshot.snapshot_id())
+                .await
+                .expect("manifest list");
+            for mf in list.entries() {
+                let bytes = c
+                    .inner
+                    .file_io
+                    .new_input(&mf.manifest_path)
+                    .expect("input")
+                    .read()
+                    .await
+                    .expect("read");
+                out.push((mf.clone(), bytes));
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn every_manifest_parses_to_what_iceberg_rust_reads() {
+        let c = lake().await;
+        let headers = Headers::default();
+        for name in ["t.flat", "t.parted"] {
+            let all = manifests(&c, name).await;
+            assert!(all.len() >= 5, "{name}: {} manifests", all.len());
+            let mut partitioned = false;
+            for (mf, bytes) in &all {
+                assert!(decode(bytes, &headers).is_ok(), "{name}: decoded here");
+                let ours = parse(bytes, mf, &headers).expect("parse");
+                let theirs = mf.load_manifest(&c.inner.file_io).await.expect("load");
+                assert_eq!(ours, theirs, "{name}: {}", mf.manifest_path);
+                assert!(!ours.entries().is_empty());
+                partitioned |= ours
+                    .entries()
+                    .iter()
+                    .any(|e| e.data_file().partition().fields().len() == 3);
+                // Bounds and counts came through, not just paths.
+                assert!(ours.entries().iter().all(|e| {
+                    !e.data_file().lower_bounds().is_empty()
+                        && !e.data_file().value_counts().is_empty()
+                }));
+            }
+            assert_eq!(partitioned, name == "t.parted");
+        }
+        // One table schema, so one Avro schema per partition type and one parsed metadata
+        // per table: the headers are parsed once, not once a file.
+        assert_eq!(lock(&headers.schemas).len(), 2);
+        assert_eq!(lock(&headers.metas).len(), 2);
+    }
+
+    /// The manifest `bytes` written again with `codec`, in blocks of a few entries.
+    fn rewrite(bytes: &[u8], codec: Codec) -> Vec<u8> {
+        let reader = apache_avro::Reader::new(bytes).expect("reader");
+        let schema = reader.writer_schema().clone();
+        let meta = reader.user_metadata().clone();
+        let values: Vec<Value> = reader.map(|v| v.expect("value")).collect();
+        assert!(values.len() > 1, "a manifest with several entries");
+        let mut writer = apache_avro::Writer::builder()
+            .schema(&schema)
+            .writer(Vec::new())
+            .codec(codec)
+            .block_size(64)
+            .build();
+        for (k, v) in meta {
+            writer.add_user_metadata(k, v).expect("metadata");
+        }
+        for v in values {
+            writer.append(v).expect("append");
+            writer.flush().expect("a block per entry");
+        }
+        writer.into_inner().expect("written")
+    }
+
+    #[tokio::test]
+    async fn a_deflated_manifest_parses_here_and_other_codecs_go_to_iceberg_rust() {
+        let c = lake().await;
+        let headers = Headers::default();
+        let all = manifests(&c, "t.parted").await;
+        let (mf, bytes) = all.iter().max_by_key(|(_, b)| b.len()).expect("a manifest");
+        let theirs = mf.load_manifest(&c.inner.file_io).await.expect("load");
+        assert!(theirs.entries().len() > 1);
+
+        let deflated = rewrite(bytes, Codec::Deflate(DeflateSettings::default()));
+        assert!(decode(&deflated, &headers).is_ok(), "deflate is read here");
+        assert_eq!(parse(&deflated, mf, &headers).expect("parse"), theirs);
+
+        let snappy = rewrite(bytes, Codec::Snappy);
+        assert!(decode(&snappy, &headers).is_err(), "snappy is handed on");
+        assert_eq!(parse(&snappy, mf, &headers).expect("parse"), theirs);
+    }
+
+    #[tokio::test]
+    async fn damaged_bytes_are_iceberg_rusts_error_not_a_panic() {
+        let c = lake().await;
+        let headers = Headers::default();
+        let (mf, bytes) = manifests(&c, "t.parted").await.remove(0);
+        for cut in [0, 3, 40, bytes.len() / 2, bytes.len() - 1] {
+            assert!(parse(&bytes[..cut], &mf, &headers).is_err(), "cut at {cut}");
+        }
+        let mut flipped = bytes.to_vec();
+        let last = flipped.len() - 20;
+        flipped[last] ^= 0xff;
+        let ours = parse(&flipped, &mf, &headers);
+        let theirs = Manifest::parse_avro(&flipped);
+        assert_eq!(ours.is_ok(), theirs.is_ok());
+    }
+
+    #[test]
+    fn avro_longs_are_zig_zag_varints() {
+        let cases: [(&[u8], i64); 6] = [
+            (&[0x00], 0),
+            (&[0x01], -1),
+            (&[0x02], 1),
+            (&[0x7f], -64),
+            (&[0x80, 0x01], 64),
+            (
+                &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+                i64::MIN,
+            ),
+        ];
+        for (bytes, want) in cases {
+            let mut buf = bytes;
+            assert_eq!(read_long(&mut buf).expect("a long"), want);
+            assert!(buf.is_empty());
+        }
+        let mut unterminated: &[u8] = &[0x80; 11];
+        assert!(read_long(&mut unterminated).is_err());
+        let mut empty: &[u8] = &[];
+        assert!(read_long(&mut empty).is_err());
+    }
+}
