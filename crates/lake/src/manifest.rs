@@ -14,7 +14,9 @@
 //! handed whole to iceberg-rust's own parser, so the answer (or the error) is always the one
 //! iceberg-rust gives; the tests below hold the two to the same result.
 
+use std::borrow::{Borrow, Cow};
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use apache_avro::types::Value;
@@ -49,8 +51,8 @@ struct Meta {
 /// header's bytes determine what it parses to).
 #[derive(Default)]
 pub(crate) struct Headers {
-    schemas: Mutex<HashMap<Vec<u8>, Arc<AvroSchema>>>,
-    metas: Mutex<HashMap<MetaKey, Arc<Meta>>>,
+    schemas: Memo<Vec<u8>, AvroSchema>,
+    metas: Memo<MetaKey, Meta>,
 }
 
 /// The values of [`META_KEYS`] in a header, those it has.
@@ -58,17 +60,12 @@ type MetaKey = Vec<Option<Vec<u8>>>;
 
 impl Headers {
     fn schema(&self, bytes: &[u8]) -> Result<Arc<AvroSchema>, Decline> {
-        if let Some(s) = lock(&self.schemas).get(bytes) {
-            return Ok(s.clone());
+        if let Some(s) = self.schemas.get(bytes) {
+            return Ok(s);
         }
         let text = std::str::from_utf8(bytes).map_err(|_| Decline)?;
-        let schema = Arc::new(AvroSchema::parse_str(text).map_err(|_| Decline)?);
-        let mut map = lock(&self.schemas);
-        if map.len() >= KEEP {
-            map.clear();
-        }
-        map.insert(bytes.to_vec(), schema.clone());
-        Ok(schema)
+        let schema = AvroSchema::parse_str(text).map_err(|_| Decline)?;
+        Ok(self.schemas.keep(bytes.to_vec(), schema))
     }
 
     fn meta(&self, header: &[(&str, &[u8])]) -> Result<Arc<Meta>, Decline> {
@@ -76,8 +73,8 @@ impl Headers {
             .iter()
             .map(|k| lookup(header, k).map(<[u8]>::to_vec))
             .collect();
-        if let Some(m) = lock(&self.metas).get(&key) {
-            return Ok(m.clone());
+        if let Some(m) = self.metas.get(&key) {
+            return Ok(m);
         }
         let fields: HashMap<String, Vec<u8>> = META_KEYS
             .iter()
@@ -89,21 +86,49 @@ impl Headers {
             .partition_spec
             .partition_type(&metadata.schema)
             .map_err(|_| Decline)?;
-        let meta = Arc::new(Meta {
+        let meta = Meta {
             metadata,
             partition_type,
-        });
-        let mut map = lock(&self.metas);
-        if map.len() >= KEEP {
-            map.clear();
-        }
-        map.insert(key, meta.clone());
-        Ok(meta)
+        };
+        Ok(self.metas.keep(key, meta))
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+/// Parsed values by key, at most [`KEEP`] of them: a full map is emptied and starts again.
+struct Memo<K, V>(Mutex<HashMap<K, Arc<V>>>);
+
+impl<K, V> Default for Memo<K, V> {
+    fn default() -> Self {
+        Self(Mutex::default())
+    }
+}
+
+impl<K: Hash + Eq, V> Memo<K, V> {
+    fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<Arc<V>>
+    where
+        K: Borrow<Q>,
+    {
+        self.lock().get(key).cloned()
+    }
+
+    fn keep(&self, key: K, value: V) -> Arc<V> {
+        let value = Arc::new(value);
+        let mut map = self.lock();
+        if map.len() >= KEEP {
+            map.clear();
+        }
+        map.insert(key, value.clone());
+        value
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, Arc<V>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
 }
 
 fn lookup<'a>(header: &[(&str, &'a [u8])], key: &str) -> Option<&'a [u8]> {
@@ -176,12 +201,19 @@ fn decode(
     while !buf.is_empty() {
         let count = usize::try_from(read_long(&mut buf)?).map_err(|_| Decline)?;
         let size = usize::try_from(read_long(&mut buf)?).map_err(|_| Decline)?;
-        let mut block = take(&mut buf, size)?.to_vec();
+        let raw = take(&mut buf, size)?;
         if take(&mut buf, 16)? != sync {
             return Err(Decline);
         }
-        codec.decompress(&mut block).map_err(|_| Decline)?;
-        let mut data = block.as_slice();
+        let block = match codec {
+            Codec::Null => Cow::Borrowed(raw),
+            _ => {
+                let mut block = raw.to_vec();
+                codec.decompress(&mut block).map_err(|_| Decline)?;
+                Cow::Owned(block)
+            }
+        };
+        let mut data = &block[..];
         entries.reserve(count);
         for _ in 0..count {
             let value =
@@ -615,8 +647,8 @@ mod tests {
         }
         // One table schema, so one Avro schema per partition type and one parsed metadata
         // per table: the headers are parsed once, not once a file.
-        assert_eq!(lock(&headers.schemas).len(), 2);
-        assert_eq!(lock(&headers.metas).len(), 2);
+        assert_eq!(headers.schemas.len(), 2);
+        assert_eq!(headers.metas.len(), 2);
     }
 
     /// The manifest `bytes` written again with `codec`, in blocks of a few entries.
