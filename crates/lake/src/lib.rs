@@ -49,6 +49,7 @@ mod manifest;
 mod merge;
 mod plan;
 mod read;
+mod row_filter;
 pub mod s3;
 mod sql;
 mod storage;

@@ -12,6 +12,7 @@ use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataFile, ManifestContentType, ManifestFile, ManifestStatus, Operation};
 
 use crate::error::{LakeError, Result};
+use crate::row_filter::RowFilter;
 use crate::table::{At, SnapshotInfo, Table};
 
 /// The rows one snapshot added, as read by [`Table::read_incremental`].
@@ -459,21 +460,46 @@ pub(crate) fn read_parallelism() -> usize {
     })
 }
 
-/// Whether `task` reads a Parquet file whole with nothing to apply to its rows: no filter, no
-/// delete file, every row group (a task for part of a file, as a lookup plans, is not).
+/// Whether `task` reads a Parquet file with no delete file to apply to its rows. Its filter, if
+/// any, is [`RowFilter`]'s to evaluate or hand on; its byte range, if it is a part of the file
+/// (as a lookup plans), picks row groups as iceberg's reader picks them ([`row_groups_in`]).
 fn plain(task: &FileScanTask) -> bool {
-    task.data_file_format == iceberg::spec::DataFileFormat::Parquet
-        && task.predicate.is_none()
-        && task.deletes.is_empty()
-        && task.start == 0
-        && (task.length == 0 || task.length == task.file_size_in_bytes)
+    task.data_file_format == iceberg::spec::DataFileFormat::Parquet && task.deletes.is_empty()
+}
+
+/// The row groups a task for bytes `[start, start + length)` of a file reads, when it is a
+/// part of the file: those whose midpoint lies in the range, counting row groups in order from
+/// the 4-byte magic, each its compressed size (as iceberg's reader and parquet-mr assign them,
+/// so tasks tiling a file read each row group once). `None` when that is every row group, or
+/// the task is for the whole file (`start` and `length` both 0).
+fn row_groups_in(
+    md: &parquet::file::metadata::ParquetMetaData,
+    start: u64,
+    length: u64,
+) -> Option<Vec<usize>> {
+    if start == 0 && length == 0 {
+        return None;
+    }
+    let end = start.saturating_add(length);
+    let mut offset = 4u64;
+    let mut selected = Vec::new();
+    for (i, rg) in md.row_groups().iter().enumerate() {
+        let size = rg.compressed_size().max(0) as u64;
+        let mid = offset + size / 2;
+        if start <= mid && mid < end {
+            selected.push(i);
+        }
+        offset += size;
+    }
+    (selected.len() < md.num_row_groups()).then_some(selected)
 }
 
 /// Read a [`plain`] task's file with parquet's reader, its footer from the catalog handle when
 /// it holds it (and kept there when not), projecting `wanted`'s columns by field id in its
-/// order. `None` when the file does not hold every wanted column by field id with exactly the
-/// wanted Arrow type (another engine's file, an evolved schema): iceberg's reader resolves
-/// those.
+/// order, and only the rows the task's filter holds for. `None` when the file does not hold
+/// every wanted column by field id with exactly the wanted Arrow type (another engine's file,
+/// an evolved schema), or the filter is not one [`RowFilter`] evaluates: iceberg's reader
+/// resolves those.
 async fn read_plain(
     catalog: &crate::catalog::Catalog,
     task: &FileScanTask,
@@ -486,10 +512,35 @@ async fn read_plain(
     let Some((roots, order)) = columns_by_field_id(footer.schema(), wanted) else {
         return Ok(None);
     };
+    let filter = match &task.predicate {
+        None => None,
+        Some(p) => match RowFilter::compile(p, footer.schema()) {
+            Some(f) => Some(f),
+            None => return Ok(None),
+        },
+    };
     let mask = parquet::arrow::ProjectionMask::roots(footer.parquet_schema(), roots);
-    let stream = parquet::arrow::ParquetRecordBatchStreamBuilder::new_with_metadata(file, footer)
-        .with_projection(mask)
-        .with_batch_size(READ_BATCH_ROWS)
+    let mut builder =
+        parquet::arrow::ParquetRecordBatchStreamBuilder::new_with_metadata(file, footer.clone())
+            .with_projection(mask)
+            .with_batch_size(READ_BATCH_ROWS);
+    if let Some(groups) = row_groups_in(footer.metadata(), task.start, task.length) {
+        if groups.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        builder = builder.with_row_groups(groups);
+    }
+    if let Some(filter) = filter {
+        let mask =
+            parquet::arrow::ProjectionMask::roots(footer.parquet_schema(), filter.roots().to_vec());
+        let keep = parquet::arrow::arrow_reader::ArrowPredicateFn::new(mask, move |batch| {
+            filter.keep(&batch)
+        });
+        builder = builder.with_row_filter(parquet::arrow::arrow_reader::RowFilter::new(vec![
+            Box::new(keep),
+        ]));
+    }
+    let stream = builder
         .build()
         .map_err(|e| parquet_error(path, "reading", e))?;
     let read: Vec<RecordBatch> = stream
@@ -497,7 +548,7 @@ async fn read_plain(
         .await
         .map_err(|e| parquet_error(path, "reading", e))?;
     let mut out = Vec::with_capacity(read.len());
-    for b in read {
+    for b in read.into_iter().filter(|b| b.num_rows() > 0) {
         let columns = order.iter().map(|i| b.column(*i).clone()).collect();
         let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
         out.push(
@@ -533,13 +584,12 @@ fn columns_by_field_id(
     if wanted.fields().is_empty() {
         return None;
     }
+    // Each field's id looked up once (a hashed lookup in its metadata), not once per pair.
+    let ids: Vec<Option<&String>> = file.fields().iter().map(|f| f.metadata().get(ID)).collect();
     let mut at = Vec::with_capacity(wanted.fields().len());
     for field in wanted.fields() {
         let id = field.metadata().get(ID)?;
-        let i = file
-            .fields()
-            .iter()
-            .position(|f| f.metadata().get(ID) == Some(id))?;
+        let i = ids.iter().position(|f| *f == Some(id))?;
         if file.field(i).data_type() != field.data_type() {
             return None;
         }
@@ -798,5 +848,213 @@ mod tests {
             .map(|i| (i, (i % 2 == 0).then_some(i % 4 == 0)))
             .collect();
         assert_eq!(pairs, want);
+    }
+
+    /// A filtered scan's rows, read by lake's own filter, are exactly those iceberg's reader
+    /// keeps for the same tasks: nulls, ranges, sets and both connectives included. A filter
+    /// lake does not evaluate goes to iceberg's reader, with the same answer.
+    #[tokio::test]
+    async fn a_filtered_scan_keeps_the_rows_iceberg_keeps() {
+        use iceberg::expr::{Predicate, Reference};
+        use iceberg::spec::Datum;
+
+        let c = Catalog::in_memory();
+        let written: Vec<RecordBatch> = (0..3).map(|f| rows(f * 70, 70)).collect();
+        c.create_table(
+            "t.filtered",
+            &written[0].schema(),
+            &[PartitionField::identity("day")],
+        )
+        .await
+        .expect("create");
+        for b in &written {
+            c.append(
+                "t.filtered",
+                "audit",
+                std::slice::from_ref(b),
+                Default::default(),
+            )
+            .await
+            .expect("append");
+        }
+        let t = c.table("t.filtered").await.expect("load");
+        let id = t
+            .resolve(&At::reference("audit"))
+            .expect("resolve")
+            .expect("a snapshot");
+        let at = |us: i64| Datum::timestamptz_micros(1_700_000_000_000_000 + us);
+        let r = Reference::new;
+        let cases: Vec<(&str, Predicate, bool)> = vec![
+            (
+                "two timestamp ranges",
+                r("at")
+                    .greater_than_or_equal_to(at(10))
+                    .and(r("at").less_than_or_equal_to(at(40)))
+                    .or(r("at")
+                        .greater_than(at(150))
+                        .and(r("at").less_than(at(190)))),
+                true,
+            ),
+            (
+                "dates in a set",
+                r("day").is_in([Datum::date(20_000), Datum::date(20_002)]),
+                true,
+            ),
+            (
+                "a string, equal and not",
+                r("note").equal_to(Datum::string("n5")).or(r("note")
+                    .not_equal_to(Datum::string("n8"))
+                    .and(r("id").less_than(Datum::long(20)))),
+                true,
+            ),
+            (
+                "ints with nulls, not in",
+                r("small")
+                    .less_than(Datum::int(120))
+                    .and(r("small").is_not_in([Datum::int(1), Datum::int(2), Datum::int(8)])),
+                true,
+            ),
+            (
+                "a flag and a bound",
+                r("flag")
+                    .equal_to(Datum::bool(true))
+                    .and(r("id").greater_than_or_equal_to(Datum::long(30))),
+                true,
+            ),
+            (
+                "null tests",
+                r("note").is_null().or(r("at").is_not_null()),
+                true,
+            ),
+            (
+                "a prefix goes to iceberg's reader",
+                r("note").starts_with(Datum::string("n1")),
+                false,
+            ),
+        ];
+        let columns = ["id", "note", "day", "at", "small", "flag"];
+        for (what, filter, ours) in cases {
+            let before = PLAIN_FILES.get();
+            let (read, files) = t
+                .scan_where(&At::Snapshot(id), &columns, filter.clone())
+                .await
+                .expect("filtered scan");
+            let by_lake = PLAIN_FILES.get() - before;
+            assert_eq!(by_lake, if ours { files } else { 0 }, "{what}: reader");
+            let names = columns.iter().map(|c| c.to_string()).collect();
+            let tasks = t
+                .plan_files_at(id, Some(names), Some(filter))
+                .await
+                .expect("plan");
+            let reference: Vec<RecordBatch> = t
+                .iceberg()
+                .reader_builder()
+                .build()
+                .read(Box::pin(futures::stream::iter(tasks.into_iter().map(Ok))))
+                .expect("iceberg's reader")
+                .stream()
+                .try_collect()
+                .await
+                .expect("iceberg's rows");
+            let want = sorted(&reference);
+            assert!(
+                !want.is_empty() && want.len() < 210,
+                "{what}: a real filter"
+            );
+            assert_eq!(sorted(&read), want, "{what}: rows");
+        }
+    }
+
+    /// Tasks for parts of a file, as a lookup plans them, read each row group once through
+    /// lake's reader, with the rows iceberg's reader gives for the same parts, filter included.
+    #[tokio::test]
+    async fn parts_of_a_file_read_their_row_groups_once() {
+        use iceberg::expr::Reference;
+        use iceberg::spec::Datum;
+
+        let c = Catalog::in_memory();
+        let written = rows(0, 400);
+        let props = std::collections::BTreeMap::from([(
+            crate::PROP_ROW_GROUP_LIMIT.to_string(),
+            "50".to_string(),
+        )]);
+        let change = c
+            .stage_create_table_with_properties("t.parts", &written.schema(), &[], &props)
+            .await
+            .expect("create");
+        c.commit(vec![change], "create-table", "create", Default::default())
+            .await
+            .expect("commit");
+        c.append(
+            "t.parts",
+            "audit",
+            std::slice::from_ref(&written),
+            Default::default(),
+        )
+        .await
+        .expect("append");
+        let t = c.table("t.parts").await.expect("load");
+        let id = t
+            .resolve(&At::reference("audit"))
+            .expect("resolve")
+            .expect("a snapshot");
+        let filter = Reference::new("small").greater_than(Datum::int(100));
+        for filter in [None, Some(filter)] {
+            let tasks = t.plan_files_at(id, None, filter).await.expect("plan");
+            assert_eq!(tasks.len(), 1);
+            let (_, footer) = c
+                .open_data_file(&tasks[0].data_file_path, tasks[0].file_size_in_bytes)
+                .await
+                .expect("footer");
+            let sizes: Vec<u64> = footer
+                .metadata()
+                .row_groups()
+                .iter()
+                .map(|rg| rg.compressed_size() as u64)
+                .collect();
+            assert_eq!(sizes.len(), 8, "400 rows, 50 a row group");
+            // Three parts tiling the file: row groups 0-1, 2-6 and 7, cut at their edges, then
+            // the same file cut through the middle of row groups.
+            let edges = |at: &[u64]| -> Vec<FileScanTask> {
+                at.windows(2)
+                    .map(|w| {
+                        let mut p = tasks[0].clone();
+                        p.start = w[0];
+                        p.length = w[1] - w[0];
+                        p
+                    })
+                    .collect()
+            };
+            let offset = |n: usize| 4 + sizes[..n].iter().sum::<u64>();
+            let end = tasks[0].file_size_in_bytes;
+            for parts in [
+                edges(&[0, offset(2), offset(7), end]),
+                edges(&[0, offset(3) + sizes[3] / 3, offset(5) + 1, end]),
+            ] {
+                let before = PLAIN_FILES.get();
+                let ours: Vec<RecordBatch> = t
+                    .read_file_tasks(parts.clone(), "reading parts".into())
+                    .expect("read")
+                    .try_collect()
+                    .await
+                    .expect("rows");
+                assert_eq!(PLAIN_FILES.get() - before, parts.len(), "lake's reader");
+                let theirs: Vec<RecordBatch> = t
+                    .iceberg()
+                    .reader_builder()
+                    .build()
+                    .read(Box::pin(futures::stream::iter(parts.into_iter().map(Ok))))
+                    .expect("iceberg's reader")
+                    .stream()
+                    .try_collect()
+                    .await
+                    .expect("iceberg's rows");
+                let ours = sorted(&ours);
+                assert_eq!(ours, sorted(&theirs));
+                let ids: std::collections::BTreeSet<&str> =
+                    ours.iter().filter_map(|r| r.split('|').next()).collect();
+                assert_eq!(ids.len(), ours.len(), "no row read twice");
+            }
+        }
     }
 }
