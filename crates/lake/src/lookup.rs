@@ -14,7 +14,7 @@
 //! What a lookup reads of a file's footer and filters is kept by the [`crate::Catalog`] handle
 //! (data files never change once written), so the next lookup of the same table, in this run
 //! or the next on the same handle, opens only the row groups it reads; each asked key is hashed
-//! once and checked against every row group's filter by its hash.
+//! once, and the bits it sets worked out once, then checked against every row group's filter.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -109,14 +109,15 @@ impl Table {
         let tasks = self.plan_files_at(id, Some(names), filter).await?;
         out.files_planned = tasks.len();
 
-        let hashes: Arc<Vec<u64>> = Arc::new(keys.iter().map(|k| key_hash(k)).collect());
+        let probes: Arc<Vec<KeyProbe>> =
+            Arc::new(keys.iter().map(|k| KeyProbe::new(key_hash(k))).collect());
         let field_id = field.id;
         let key_name = key.to_string();
         let pruned: Vec<Pruned> = futures::stream::iter(tasks)
             .map(|task| {
-                let (hashes, key_name) = (hashes.clone(), key_name.clone());
+                let (probes, key_name) = (probes.clone(), key_name.clone());
                 let catalog = self.catalog().clone();
-                async move { prune(&catalog, task, field_id, &key_name, &hashes).await }
+                async move { prune(&catalog, task, field_id, &key_name, &probes).await }
             })
             .buffered(read_parallelism())
             .try_collect()
@@ -171,7 +172,7 @@ pub(crate) struct KeyIndex {
     blooms: Option<Vec<Option<KeyFilter>>>,
 }
 
-/// A Parquet split block bloom filter, checked by a key's hash: a lookup hashes each key once,
+/// A Parquet split block bloom filter, checked by a key's hash: a lookup probes each key once,
 /// not once per row group of every file (parquet's `Sbbf` takes only the value).
 struct KeyFilter {
     blocks: Vec<[u32; 8]>,
@@ -194,6 +195,28 @@ fn key_hash(key: &str) -> u64 {
     twox_hash::XxHash64::oneshot(0, key.as_bytes())
 }
 
+/// What checking a key's hash against any filter needs, worked out once per key: the hash's
+/// upper half (which picks the block, by the filter's size) and the bit each of a block's
+/// eight words must have (which depends on the hash alone).
+struct KeyProbe {
+    upper: u64,
+    bits: [u32; 8],
+}
+
+impl KeyProbe {
+    fn new(hash: u64) -> KeyProbe {
+        let x = hash as u32;
+        let mut bits = [0u32; 8];
+        for (bit, salt) in bits.iter_mut().zip(SALT) {
+            *bit = 1u32 << (x.wrapping_mul(salt) >> 27);
+        }
+        KeyProbe {
+            upper: hash >> 32,
+            bits,
+        }
+    }
+}
+
 impl KeyFilter {
     fn new(sbbf: &Sbbf) -> KeyFilter {
         let mut bytes = Vec::with_capacity(sbbf.num_blocks() * 32);
@@ -212,17 +235,18 @@ impl KeyFilter {
         KeyFilter { blocks }
     }
 
-    /// False only when no value with this hash was inserted (the spec's check).
-    fn may_hold(&self, hash: u64) -> bool {
-        let i = ((hash >> 32).saturating_mul(self.blocks.len() as u64) >> 32) as usize;
+    /// False only when no value with the probe's hash was inserted (the spec's check). The
+    /// eight words are checked together, without a branch per word.
+    fn may_hold(&self, probe: &KeyProbe) -> bool {
+        let i = (probe.upper.saturating_mul(self.blocks.len() as u64) >> 32) as usize;
         let Some(block) = self.blocks.get(i) else {
             return true;
         };
-        let x = hash as u32;
-        block
-            .iter()
-            .zip(SALT)
-            .all(|(word, salt)| word & (1u32 << (x.wrapping_mul(salt) >> 27)) != 0)
+        let mut missing = 0u32;
+        for (word, bit) in block.iter().zip(probe.bits) {
+            missing |= bit & !word;
+        }
+        missing == 0
     }
 }
 
@@ -316,17 +340,17 @@ async fn prune(
     task: FileScanTask,
     field_id: i32,
     key: &str,
-    hashes: &[u64],
+    probes: &[KeyProbe],
 ) -> iceberg::Result<Pruned> {
     let slot = format!("{}\u{0}key index {field_id} {key}", task.data_file_path);
     let ix = catalog
         .key_index_cached(&slot, || KeyIndex::read(catalog, &task, field_id, key))
         .await?;
-    Ok(cut(task, &ix, hashes))
+    Ok(cut(task, &ix, probes))
 }
 
 /// [`prune`]'s decision, from the file's key index.
-fn cut(task: FileScanTask, ix: &KeyIndex, hashes: &[u64]) -> Pruned {
+fn cut(task: FileScanTask, ix: &KeyIndex, probes: &[KeyProbe]) -> Pruned {
     let held = ix.sizes.len();
     let whole = |task: FileScanTask, unfiltered: bool| Pruned {
         tasks: vec![task],
@@ -345,7 +369,7 @@ fn cut(task: FileScanTask, ix: &KeyIndex, hashes: &[u64]) -> Pruned {
     let keep: Vec<bool> = blooms
         .iter()
         .map(|b| match b {
-            Some(filter) => hashes.iter().any(|h| filter.may_hold(*h)),
+            Some(filter) => probes.iter().any(|h| filter.may_hold(h)),
             None => {
                 unfiltered = true;
                 true
@@ -402,13 +426,16 @@ mod tests {
         }
         let ours = KeyFilter::new(&sbbf);
         for k in &inserted {
-            assert!(ours.may_hold(key_hash(k)), "{k} was inserted");
+            assert!(
+                ours.may_hold(&KeyProbe::new(key_hash(k))),
+                "{k} was inserted"
+            );
         }
         let (mut agree, mut maybe) = (0, 0);
         for i in 0..20_000 {
             let k = format!("other-{i}");
             let theirs = sbbf.check(k.as_str());
-            assert_eq!(ours.may_hold(key_hash(&k)), theirs, "{k}");
+            assert_eq!(ours.may_hold(&KeyProbe::new(key_hash(&k))), theirs, "{k}");
             agree += 1;
             maybe += usize::from(theirs);
         }
