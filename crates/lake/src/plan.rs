@@ -281,6 +281,7 @@ impl Catalog {
         parquet::arrow::arrow_reader::ArrowReaderMetadata,
     )> {
         use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+        use parquet::file::metadata::ParquetStatisticsPolicy;
         let input = self.inner.file_io.new_input(path)?;
         let mut file = iceberg::arrow::ArrowFileReader::new(
             iceberg::io::FileMetadata { size },
@@ -290,7 +291,14 @@ impl Catalog {
         if let Some(Parsed::Footer(footer)) = self.inner.parsed.get(&slot) {
             return Ok((file, footer));
         }
-        let footer = ArrowReaderMetadata::load_async(&mut file, ArrowReaderOptions::new())
+        // Lake reads a kept footer for its schema, its row groups' sizes and its bloom
+        // filters' offsets, and picks row groups itself: the column chunks' statistics (min,
+        // max, sizes, encodings; most of a footer's bytes) are skipped, not decoded.
+        let options = ArrowReaderOptions::new()
+            .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
+            .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
+            .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll);
+        let footer = ArrowReaderMetadata::load_async(&mut file, options)
             .await
             .map_err(|e| crate::read::parquet_error(path, "reading the Parquet footer", e))?;
         let bytes = footer.metadata().memory_size() as u64;
