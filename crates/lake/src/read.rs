@@ -763,28 +763,42 @@ mod tests {
         out
     }
 
-    #[tokio::test]
-    async fn a_plain_scan_reads_by_field_id_and_keeps_each_footer() {
+    /// A table partitioned by `day` with three appends of `n` rows each to `audit`.
+    async fn three_appends(name: &str, n: i64) -> (Catalog, Table, Vec<RecordBatch>) {
         let c = Catalog::in_memory();
-        let written: Vec<RecordBatch> = (0..3).map(|f| rows(f * 50, 50)).collect();
+        let written: Vec<RecordBatch> = (0..3).map(|f| rows(f * n, n)).collect();
         c.create_table(
-            "t.kinds",
+            name,
             &written[0].schema(),
             &[PartitionField::identity("day")],
         )
         .await
         .expect("create");
         for b in &written {
-            c.append(
-                "t.kinds",
-                "audit",
-                std::slice::from_ref(b),
-                Default::default(),
-            )
-            .await
-            .expect("append");
+            c.append(name, "audit", std::slice::from_ref(b), Default::default())
+                .await
+                .expect("append");
         }
-        let t = c.table("t.kinds").await.expect("load");
+        let t = c.table(name).await.expect("load");
+        (c, t, written)
+    }
+
+    /// What iceberg-rust's own reader reads for `tasks`.
+    async fn by_iceberg(t: &Table, tasks: Vec<FileScanTask>) -> Vec<RecordBatch> {
+        t.iceberg()
+            .reader_builder()
+            .build()
+            .read(Box::pin(futures::stream::iter(tasks.into_iter().map(Ok))))
+            .expect("iceberg's reader")
+            .stream()
+            .try_collect()
+            .await
+            .expect("iceberg's rows")
+    }
+
+    #[tokio::test]
+    async fn a_plain_scan_reads_by_field_id_and_keeps_each_footer() {
+        let (c, t, written) = three_appends("t.kinds", 50).await;
         let at = At::reference("audit");
         let files = t.data_files(&at).await.expect("files").len();
         assert_eq!(files, 12, "three appends over four days");
@@ -858,26 +872,7 @@ mod tests {
         use iceberg::expr::{Predicate, Reference};
         use iceberg::spec::Datum;
 
-        let c = Catalog::in_memory();
-        let written: Vec<RecordBatch> = (0..3).map(|f| rows(f * 70, 70)).collect();
-        c.create_table(
-            "t.filtered",
-            &written[0].schema(),
-            &[PartitionField::identity("day")],
-        )
-        .await
-        .expect("create");
-        for b in &written {
-            c.append(
-                "t.filtered",
-                "audit",
-                std::slice::from_ref(b),
-                Default::default(),
-            )
-            .await
-            .expect("append");
-        }
-        let t = c.table("t.filtered").await.expect("load");
+        let (_c, t, _) = three_appends("t.filtered", 70).await;
         let id = t
             .resolve(&At::reference("audit"))
             .expect("resolve")
@@ -946,16 +941,7 @@ mod tests {
                 .plan_files_at(id, Some(names), Some(filter))
                 .await
                 .expect("plan");
-            let reference: Vec<RecordBatch> = t
-                .iceberg()
-                .reader_builder()
-                .build()
-                .read(Box::pin(futures::stream::iter(tasks.into_iter().map(Ok))))
-                .expect("iceberg's reader")
-                .stream()
-                .try_collect()
-                .await
-                .expect("iceberg's rows");
+            let reference = by_iceberg(&t, tasks).await;
             let want = sorted(&reference);
             assert!(
                 !want.is_empty() && want.len() < 210,
@@ -1039,16 +1025,7 @@ mod tests {
                     .await
                     .expect("rows");
                 assert_eq!(PLAIN_FILES.get() - before, parts.len(), "lake's reader");
-                let theirs: Vec<RecordBatch> = t
-                    .iceberg()
-                    .reader_builder()
-                    .build()
-                    .read(Box::pin(futures::stream::iter(parts.into_iter().map(Ok))))
-                    .expect("iceberg's reader")
-                    .stream()
-                    .try_collect()
-                    .await
-                    .expect("iceberg's rows");
+                let theirs = by_iceberg(&t, parts).await;
                 let ours = sorted(&ours);
                 assert_eq!(ours, sorted(&theirs));
                 let ids: std::collections::BTreeSet<&str> =
