@@ -172,8 +172,9 @@ pub(crate) struct KeyIndex {
     blooms: Option<Vec<Option<KeyFilter>>>,
 }
 
-/// A Parquet split block bloom filter, checked by a key's hash: a lookup probes each key once,
-/// not once per row group of every file (parquet's `Sbbf` takes only the value).
+/// A Parquet split block bloom filter, checked by a key's [`KeyProbe`]: a lookup hashes each
+/// key and works out its probe once, not once per row group of every file (parquet's `Sbbf`
+/// takes only the value, and hashes it on every check).
 struct KeyFilter {
     blocks: Vec<[u32; 8]>,
 }
@@ -369,7 +370,7 @@ fn cut(task: FileScanTask, ix: &KeyIndex, probes: &[KeyProbe]) -> Pruned {
     let keep: Vec<bool> = blooms
         .iter()
         .map(|b| match b {
-            Some(filter) => probes.iter().any(|h| filter.may_hold(h)),
+            Some(filter) => probes.iter().any(|p| filter.may_hold(p)),
             None => {
                 unfiltered = true;
                 true
