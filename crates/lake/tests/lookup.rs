@@ -291,6 +291,7 @@ async fn the_codec_property_chooses_the_codec_of_new_files() {
     for (props, want) in [
         (vec![], "SNAPPY"),
         (vec![(PROP_COMPRESSION_CODEC, "ZSTD")], "ZSTD"),
+        (vec![(PROP_COMPRESSION_CODEC, "lz4_raw")], "LZ4_RAW"),
         (
             vec![(PROP_COMPRESSION_CODEC, "uncompressed")],
             "UNCOMPRESSED",
@@ -325,6 +326,7 @@ async fn the_codec_property_chooses_the_codec_of_new_files() {
             let name = match codec {
                 Compression::ZSTD(_) => "ZSTD",
                 Compression::SNAPPY => "SNAPPY",
+                Compression::LZ4_RAW => "LZ4_RAW",
                 Compression::UNCOMPRESSED => "UNCOMPRESSED",
                 _ => "other",
             };
