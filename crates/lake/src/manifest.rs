@@ -7,8 +7,10 @@
 //! file, once to resolve it against its own reader schema). On a table with a season of
 //! history that header work was two thirds of the time spent parsing manifests.
 //!
-//! [`Headers`] keeps the parsed Avro schemas and manifest metadata of one catalog handle, keyed
-//! by their bytes, and [`parse`] decodes the entries against them directly. Anything this
+//! [`Headers`] keeps the parsed Avro schemas (compiled into [`Node`]s) and manifest metadata of
+//! one catalog handle, keyed by their bytes, and [`parse`] decodes the entries against them
+//! directly: strings and bytes borrowed from the block, fields found by name, no generic Avro
+//! value built and taken apart for each entry. Anything this
 //! decoder does not know — a codec other than null or deflate, a v1 manifest, a partition
 //! value of an unusual type, an entry of an unexpected shape, bytes that do not decode — is
 //! handed whole to iceberg-rust's own parser, so the answer (or the error) is always the one
@@ -19,7 +21,6 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
-use apache_avro::types::Value;
 use apache_avro::{Codec, DeflateSettings, Schema as AvroSchema};
 use iceberg::spec::{
     DataContentType, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal, Manifest,
@@ -51,7 +52,9 @@ struct Meta {
 /// header's bytes determine what it parses to).
 #[derive(Default)]
 pub(crate) struct Headers {
-    schemas: Memo<Vec<u8>, AvroSchema>,
+    /// Each Avro schema compiled for [`read`]; `None` when it holds a type this decoder does
+    /// not read (its manifests go to iceberg-rust).
+    schemas: Memo<Vec<u8>, Option<Node>>,
     metas: Memo<MetaKey, Meta>,
 }
 
@@ -59,13 +62,15 @@ pub(crate) struct Headers {
 type MetaKey = Vec<Option<Vec<u8>>>;
 
 impl Headers {
-    fn schema(&self, bytes: &[u8]) -> Result<Arc<AvroSchema>, Decline> {
+    fn schema(&self, bytes: &[u8]) -> Result<Arc<Option<Node>>, Decline> {
         if let Some(s) = self.schemas.get(bytes) {
             return Ok(s);
         }
         let text = std::str::from_utf8(bytes).map_err(|_| Decline)?;
         let schema = AvroSchema::parse_str(text).map_err(|_| Decline)?;
-        Ok(self.schemas.keep(bytes.to_vec(), schema))
+        Ok(self
+            .schemas
+            .keep(bytes.to_vec(), Node::compile(&schema).ok()))
     }
 
     fn meta(&self, header: &[(&str, &[u8])]) -> Result<Arc<Meta>, Decline> {
@@ -191,7 +196,10 @@ fn decode(
         Some(b"deflate") => Codec::Deflate(DeflateSettings::default()),
         Some(_) => return Err(Decline),
     };
-    let schema = headers.schema(lookup(&header, "avro.schema").ok_or(Decline)?)?;
+    let node = headers.schema(lookup(&header, "avro.schema").ok_or(Decline)?)?;
+    let Some(Node::Record(fields)) = node.as_ref() else {
+        return Err(Decline);
+    };
     let meta = headers.meta(&header)?;
     if meta.metadata.format_version == FormatVersion::V1 {
         return Err(Decline);
@@ -216,9 +224,8 @@ fn decode(
         let mut data = &block[..];
         entries.reserve(count);
         for _ in 0..count {
-            let value =
-                apache_avro::from_avro_datum(&schema, &mut data, None).map_err(|_| Decline)?;
-            entries.push(entry(value, &meta, spec_id)?);
+            let values = read_record(fields, &mut data)?;
+            entries.push(entry(Record::new(fields, values), &meta, spec_id)?);
         }
         if !data.is_empty() {
             return Err(Decline);
@@ -274,34 +281,262 @@ fn take<'a>(buf: &mut &'a [u8], len: usize) -> Result<&'a [u8], Decline> {
     Ok(head)
 }
 
-/// The record's fields, by name (a writer may order them as it likes or leave optional ones
-/// out).
-struct Record(Vec<(String, Value)>);
+/// An Avro schema compiled for decoding: how each value's bytes are laid out, and which
+/// values this decoder reads. Logical types keep their kind where a partition value tells
+/// them apart, as apache-avro's `Value` does.
+#[derive(Debug)]
+enum Node {
+    Null,
+    Boolean,
+    Int,
+    Date,
+    Long,
+    /// A time or timestamp in microseconds (with or without a zone).
+    Micros,
+    Bytes,
+    String,
+    /// An int this decoder skips (an enum's index, a time in milliseconds).
+    OtherInt,
+    /// A long this decoder skips (timestamps in milli- or nanoseconds).
+    OtherLong,
+    Float,
+    Double,
+    Fixed(usize),
+    Union(Vec<Node>),
+    Array(Box<Node>),
+    /// An array of records of exactly a `key` and a `value` (how Iceberg writes a map whose
+    /// keys are not strings: counts and bounds by field id), read as pairs.
+    Pairs {
+        key: Box<Node>,
+        value: Box<Node>,
+        key_first: bool,
+    },
+    Map(Box<Node>),
+    Record(Vec<(String, Node)>),
+}
 
-impl Record {
-    fn of(value: Value) -> Result<Self, Decline> {
-        match value {
-            Value::Record(fields) => Ok(Self(fields)),
+impl Node {
+    /// The node for `schema`; a type whose bytes this decoder does not lay out (a decimal, a
+    /// uuid, a duration, a named reference) declines the whole schema.
+    fn compile(schema: &AvroSchema) -> Result<Node, Decline> {
+        use AvroSchema as S;
+        Ok(match schema {
+            S::Null => Node::Null,
+            S::Boolean => Node::Boolean,
+            S::Int => Node::Int,
+            S::Date => Node::Date,
+            S::Long => Node::Long,
+            S::TimeMicros | S::TimestampMicros | S::LocalTimestampMicros => Node::Micros,
+            S::Bytes => Node::Bytes,
+            S::String => Node::String,
+            S::Enum(_) | S::TimeMillis => Node::OtherInt,
+            S::TimestampMillis
+            | S::TimestampNanos
+            | S::LocalTimestampMillis
+            | S::LocalTimestampNanos => Node::OtherLong,
+            S::Float => Node::Float,
+            S::Double => Node::Double,
+            S::Fixed(f) => Node::Fixed(f.size),
+            S::Union(u) => Node::Union(
+                u.variants()
+                    .iter()
+                    .map(Node::compile)
+                    .collect::<Result<_, _>>()?,
+            ),
+            S::Array(a) => match a.items.as_ref() {
+                S::Record(r)
+                    if r.fields.len() == 2
+                        && r.fields.iter().any(|f| f.name == "key")
+                        && r.fields.iter().any(|f| f.name == "value") =>
+                {
+                    let key_first = r.fields[0].name == "key";
+                    let (k, v) = if key_first { (0, 1) } else { (1, 0) };
+                    Node::Pairs {
+                        key: Box::new(Node::compile(&r.fields[k].schema)?),
+                        value: Box::new(Node::compile(&r.fields[v].schema)?),
+                        key_first,
+                    }
+                }
+                items => Node::Array(Box::new(Node::compile(items)?)),
+            },
+            S::Map(m) => Node::Map(Box::new(Node::compile(&m.types)?)),
+            S::Record(r) => Node::Record(
+                r.fields
+                    .iter()
+                    .map(|f| Ok((f.name.clone(), Node::compile(&f.schema)?)))
+                    .collect::<Result<_, _>>()?,
+            ),
+            _ => return Err(Decline),
+        })
+    }
+}
+
+/// A value [`read`] decoded: scalars borrowed from the block, a record's fields in its
+/// schema's order.
+#[derive(Debug)]
+enum V<'a> {
+    Null,
+    Bool(bool),
+    Int(i32),
+    Date(i32),
+    Long(i64),
+    Micros(i64),
+    Bytes(&'a [u8]),
+    Str(&'a str),
+    /// A value of a type no field this decoder reads has (skipped, not kept).
+    Other,
+    Array(Vec<V<'a>>),
+    /// The keys and values of a [`Node::Pairs`].
+    Pairs(Vec<(V<'a>, V<'a>)>),
+    Record(Vec<V<'a>>),
+}
+
+/// The value `node` lays out at the front of `buf`.
+fn read<'a>(node: &Node, buf: &mut &'a [u8]) -> Result<V<'a>, Decline> {
+    Ok(match node {
+        Node::Null => V::Null,
+        Node::Boolean => match take(buf, 1)? {
+            [0] => V::Bool(false),
+            [1] => V::Bool(true),
+            _ => return Err(Decline),
+        },
+        Node::Int => V::Int(read_int(buf)?),
+        Node::Date => V::Date(read_int(buf)?),
+        Node::Long => V::Long(read_long(buf)?),
+        Node::Micros => V::Micros(read_long(buf)?),
+        Node::Bytes => V::Bytes(read_bytes(buf)?),
+        Node::String => V::Str(std::str::from_utf8(read_bytes(buf)?).map_err(|_| Decline)?),
+        Node::OtherInt => {
+            read_int(buf)?;
+            V::Other
+        }
+        Node::OtherLong => {
+            read_long(buf)?;
+            V::Other
+        }
+        Node::Float => {
+            take(buf, 4)?;
+            V::Other
+        }
+        Node::Double => {
+            take(buf, 8)?;
+            V::Other
+        }
+        Node::Fixed(n) => {
+            take(buf, *n)?;
+            V::Other
+        }
+        Node::Union(variants) => {
+            let i = usize::try_from(read_long(buf)?).map_err(|_| Decline)?;
+            read(variants.get(i).ok_or(Decline)?, buf)?
+        }
+        Node::Array(item) => {
+            let mut items = Vec::new();
+            blocks(buf, |buf| {
+                items.push(read(item, buf)?);
+                Ok(())
+            })?;
+            V::Array(items)
+        }
+        Node::Pairs {
+            key,
+            value,
+            key_first,
+        } => {
+            let mut pairs = Vec::new();
+            blocks(buf, |buf| {
+                pairs.push(if *key_first {
+                    let k = read(key, buf)?;
+                    (k, read(value, buf)?)
+                } else {
+                    let v = read(value, buf)?;
+                    (read(key, buf)?, v)
+                });
+                Ok(())
+            })?;
+            V::Pairs(pairs)
+        }
+        Node::Map(value) => {
+            blocks(buf, |buf| {
+                read_bytes(buf)?;
+                read(value, buf).map(drop)
+            })?;
+            V::Other
+        }
+        Node::Record(fields) => V::Record(read_record(fields, buf)?),
+    })
+}
+
+fn read_record<'a>(fields: &[(String, Node)], buf: &mut &'a [u8]) -> Result<Vec<V<'a>>, Decline> {
+    fields.iter().map(|(_, node)| read(node, buf)).collect()
+}
+
+/// An array's or map's items: blocks of a count (negative: followed by the block's size in
+/// bytes) and that many items, a zero count ending them. A count larger than the bytes left
+/// is declined: every item of a manifest takes at least a byte.
+fn blocks<'a>(
+    buf: &mut &'a [u8],
+    mut item: impl FnMut(&mut &'a [u8]) -> Result<(), Decline>,
+) -> Result<(), Decline> {
+    loop {
+        let count = read_long(buf)?;
+        if count == 0 {
+            return Ok(());
+        }
+        if count < 0 {
+            read_long(buf)?;
+        }
+        if count.unsigned_abs() > buf.len() as u64 {
+            return Err(Decline);
+        }
+        for _ in 0..count.unsigned_abs() {
+            item(buf)?;
+        }
+    }
+}
+
+/// An Avro int: a long that fits 32 bits.
+fn read_int(buf: &mut &[u8]) -> Result<i32, Decline> {
+    i32::try_from(read_long(buf)?).map_err(|_| Decline)
+}
+
+/// A decoded record's fields, by name (a writer may order them as it likes or leave optional
+/// ones out).
+struct Record<'n, 'a> {
+    fields: &'n [(String, Node)],
+    values: Vec<V<'a>>,
+}
+
+impl<'n, 'a> Record<'n, 'a> {
+    fn new(fields: &'n [(String, Node)], values: Vec<V<'a>>) -> Self {
+        Self { fields, values }
+    }
+
+    /// The record `value` is, whose schema is `node`.
+    fn of(node: &'n Node, value: V<'a>) -> Result<Self, Decline> {
+        match (node, value) {
+            (Node::Record(fields), V::Record(values)) => Ok(Self::new(fields, values)),
             _ => Err(Decline),
         }
     }
 
-    /// The field's value, `None` when the writer left it out or wrote null.
-    fn take(&mut self, name: &str) -> Option<Value> {
-        let value = self
-            .0
-            .iter_mut()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| std::mem::replace(v, Value::Null))?;
-        match value {
-            Value::Null => None,
-            Value::Union(_, inner) if *inner == Value::Null => None,
-            Value::Union(_, inner) => Some(*inner),
-            v => Some(v),
+    /// The field's schema and value, `None` when the writer left it out or wrote null (a
+    /// union's branch is the field's schema then).
+    fn take_with(&mut self, name: &str) -> Option<(&'n Node, V<'a>)> {
+        let i = self.fields.iter().position(|(n, _)| n == name)?;
+        let value = std::mem::replace(&mut self.values[i], V::Null);
+        if matches!(value, V::Null) {
+            return None;
         }
+        Some((branch(&self.fields[i].1), value))
     }
 
-    fn required(&mut self, name: &str) -> Result<Value, Decline> {
+    /// The field's value, `None` when the writer left it out or wrote null.
+    fn take(&mut self, name: &str) -> Option<V<'a>> {
+        self.take_with(name).map(|(_, v)| v)
+    }
+
+    fn required(&mut self, name: &str) -> Result<V<'a>, Decline> {
         self.take(name).ok_or(Decline)
     }
 
@@ -312,52 +547,77 @@ impl Record {
     fn int(&mut self, name: &str) -> Result<Option<i32>, Decline> {
         match self.take(name) {
             None => Ok(None),
-            Some(Value::Int(i)) => Ok(Some(i)),
+            Some(V::Int(i)) => Ok(Some(i)),
+            Some(_) => Err(Decline),
+        }
+    }
+
+    /// The keys and values of a [`Node::Pairs`] field, none when it is left out or null.
+    fn pairs(&mut self, name: &str) -> Result<Vec<(V<'a>, V<'a>)>, Decline> {
+        match self.take(name) {
+            None => Ok(Vec::new()),
+            Some(V::Pairs(pairs)) => Ok(pairs),
             Some(_) => Err(Decline),
         }
     }
 }
 
-fn long(value: Value) -> Result<i64, Decline> {
+/// The schema a non-null value of `node` was read with: `node` itself, or a union's one branch
+/// other than null (a union of several is left as is, and declines where a record or an array
+/// is wanted).
+fn branch(node: &Node) -> &Node {
+    match node {
+        Node::Union(variants) => {
+            let mut not_null = variants.iter().filter(|n| !matches!(n, Node::Null));
+            match (not_null.next(), not_null.next()) {
+                (Some(one), None) => one,
+                _ => node,
+            }
+        }
+        _ => node,
+    }
+}
+
+fn long(value: V) -> Result<i64, Decline> {
     match value {
-        Value::Long(l) => Ok(l),
-        Value::Int(i) => Ok(i64::from(i)),
+        V::Long(l) => Ok(l),
+        V::Int(i) => Ok(i64::from(i)),
         _ => Err(Decline),
     }
 }
 
-fn string(value: Value) -> Result<String, Decline> {
+fn string(value: V) -> Result<String, Decline> {
     match value {
-        Value::String(s) => Ok(s),
+        V::Str(s) => Ok(s.to_string()),
         _ => Err(Decline),
     }
 }
 
-fn bytes(value: Value) -> Result<Vec<u8>, Decline> {
+fn bytes(value: V) -> Result<Vec<u8>, Decline> {
     match value {
-        Value::Bytes(b) => Ok(b),
+        V::Bytes(b) => Ok(b.to_vec()),
         _ => Err(Decline),
     }
 }
 
-fn array(value: Option<Value>) -> Result<Vec<Value>, Decline> {
+fn array(value: Option<V>) -> Result<Vec<V>, Decline> {
     match value {
         None => Ok(Vec::new()),
-        Some(Value::Array(items)) => Ok(items),
+        Some(V::Array(items)) => Ok(items),
         Some(_) => Err(Decline),
     }
 }
 
-fn entry(value: Value, meta: &Meta, spec_id: i32) -> Result<ManifestEntry, Decline> {
-    let mut rec = Record::of(value)?;
+fn entry(mut rec: Record, meta: &Meta, spec_id: i32) -> Result<ManifestEntry, Decline> {
     let status = match rec.required("status")? {
-        Value::Int(s) => ManifestStatus::try_from(s).map_err(|_| Decline)?,
+        V::Int(s) => ManifestStatus::try_from(s).map_err(|_| Decline)?,
         _ => return Err(Decline),
     };
     let snapshot_id = rec.long("snapshot_id")?;
     let sequence_number = rec.long("sequence_number")?;
     let file_sequence_number = rec.long("file_sequence_number")?;
-    let mut file = Record::of(rec.required("data_file")?)?;
+    let (node, value) = rec.take_with("data_file").ok_or(Decline)?;
+    let mut file = Record::of(node, value)?;
     let schema = &meta.metadata.schema;
 
     let mut builder = DataFileBuilder::default();
@@ -370,17 +630,17 @@ fn entry(value: Value, meta: &Meta, spec_id: i32) -> Result<ManifestEntry, Decli
                 .map_err(|_| Decline)?,
         )
         .partition(partition(
-            file.required("partition")?,
+            file.take_with("partition").ok_or(Decline)?,
             &meta.partition_type,
         )?)
         .record_count(count(file.required("record_count")?)?)
         .file_size_in_bytes(count(file.required("file_size_in_bytes")?)?)
-        .column_sizes(counts(file.take("column_sizes"))?)
-        .value_counts(counts(file.take("value_counts"))?)
-        .null_value_counts(counts(file.take("null_value_counts"))?)
-        .nan_value_counts(counts(file.take("nan_value_counts"))?)
-        .lower_bounds(bounds(file.take("lower_bounds"), schema)?)
-        .upper_bounds(bounds(file.take("upper_bounds"), schema)?)
+        .column_sizes(counts(file.pairs("column_sizes")?)?)
+        .value_counts(counts(file.pairs("value_counts")?)?)
+        .null_value_counts(counts(file.pairs("null_value_counts")?)?)
+        .nan_value_counts(counts(file.pairs("nan_value_counts")?)?)
+        .lower_bounds(bounds(file.pairs("lower_bounds")?, schema)?)
+        .upper_bounds(bounds(file.pairs("upper_bounds")?, schema)?)
         .key_metadata(file.take("key_metadata").map(bytes).transpose()?)
         .split_offsets(
             file.take("split_offsets")
@@ -393,7 +653,7 @@ fn entry(value: Value, meta: &Meta, spec_id: i32) -> Result<ManifestEntry, Decli
                     array(Some(v))?
                         .into_iter()
                         .map(|i| match i {
-                            Value::Int(i) => Ok(i),
+                            V::Int(i) => Ok(i),
                             _ => Err(Decline),
                         })
                         .collect()
@@ -418,18 +678,18 @@ fn entry(value: Value, meta: &Meta, spec_id: i32) -> Result<ManifestEntry, Decli
 }
 
 /// A count or size, which iceberg-rust holds unsigned.
-fn count(value: Value) -> Result<u64, Decline> {
+fn count(value: V) -> Result<u64, Decline> {
     u64::try_from(long(value)?).map_err(|_| Decline)
 }
 
 /// A map of field id to count; negative counts are left out, as iceberg-rust does.
-fn counts(value: Option<Value>) -> Result<HashMap<i32, u64>, Decline> {
-    let items = array(value)?;
-    let mut map = HashMap::with_capacity(items.len());
-    for item in items {
-        let mut kv = Record::of(item)?;
-        let key = kv.int("key")?.ok_or(Decline)?;
-        let value = long(kv.required("value")?)?;
+fn counts(pairs: Vec<(V, V)>) -> Result<HashMap<i32, u64>, Decline> {
+    let mut map = HashMap::with_capacity(pairs.len());
+    for (key, value) in pairs {
+        let V::Int(key) = key else {
+            return Err(Decline);
+        };
+        let value = long(value)?;
         if let Ok(value) = u64::try_from(value) {
             map.insert(key, value);
         }
@@ -439,13 +699,12 @@ fn counts(value: Option<Value>) -> Result<HashMap<i32, u64>, Decline> {
 
 /// A map of field id to bound, typed by the field's type in the manifest's schema; bounds of
 /// fields the schema no longer has are left out, as iceberg-rust does.
-fn bounds(value: Option<Value>, schema: &Schema) -> Result<HashMap<i32, Datum>, Decline> {
-    let items = array(value)?;
-    let mut map = HashMap::with_capacity(items.len());
-    for item in items {
-        let mut kv = Record::of(item)?;
-        let key = kv.int("key")?.ok_or(Decline)?;
-        let value = bytes(kv.required("value")?)?;
+fn bounds(pairs: Vec<(V, V)>, schema: &Schema) -> Result<HashMap<i32, Datum>, Decline> {
+    let mut map = HashMap::with_capacity(pairs.len());
+    for (key, value) in pairs {
+        let (V::Int(key), V::Bytes(value)) = (key, value) else {
+            return Err(Decline);
+        };
         let field = schema
             .field_by_id(key)
             .or_else(|| iceberg::metadata_columns::get_metadata_field(key).ok());
@@ -453,7 +712,7 @@ fn bounds(value: Option<Value>, schema: &Schema) -> Result<HashMap<i32, Datum>, 
             let ty = field.field_type.as_primitive_type().ok_or(Decline)?;
             map.insert(
                 key,
-                Datum::try_from_bytes(&value, ty.clone()).map_err(|_| Decline)?,
+                Datum::try_from_bytes(value, ty.clone()).map_err(|_| Decline)?,
             );
         }
     }
@@ -461,8 +720,8 @@ fn bounds(value: Option<Value>, schema: &Schema) -> Result<HashMap<i32, Datum>, 
 }
 
 /// The partition tuple, a value per field of the partition type, found by name.
-fn partition(value: Value, ty: &StructType) -> Result<Struct, Decline> {
-    let mut rec = Record::of(value)?;
+fn partition((node, value): (&Node, V), ty: &StructType) -> Result<Struct, Decline> {
+    let mut rec = Record::of(node, value)?;
     let values = ty
         .fields()
         .iter()
@@ -472,7 +731,7 @@ fn partition(value: Value, ty: &StructType) -> Result<Struct, Decline> {
             };
             // Every field is written, null or not: one missing means a name this decoder
             // does not match (a writer that renames fields for Avro, say).
-            if !rec.0.iter().any(|(n, _)| *n == field.name) {
+            if !rec.fields.iter().any(|(n, _)| *n == field.name) {
                 return Err(Decline);
             }
             rec.take(&field.name).map(|v| literal(v, p)).transpose()
@@ -482,19 +741,17 @@ fn partition(value: Value, ty: &StructType) -> Result<Struct, Decline> {
 }
 
 /// A partition value as iceberg-rust reads it, for the types a partition commonly has.
-fn literal(value: Value, ty: &PrimitiveType) -> Result<Literal, Decline> {
+fn literal(value: V, ty: &PrimitiveType) -> Result<Literal, Decline> {
     use PrimitiveType as P;
     let p = match (ty, value) {
-        (P::Boolean, Value::Boolean(b)) => PrimitiveLiteral::Boolean(b),
-        (P::Int | P::Date, Value::Int(i) | Value::Date(i)) => PrimitiveLiteral::Int(i),
-        (P::Long, Value::Int(i)) => PrimitiveLiteral::Long(i64::from(i)),
-        (P::Long, Value::Long(l)) => PrimitiveLiteral::Long(l),
-        (P::Time, Value::Long(l) | Value::TimeMicros(l)) => PrimitiveLiteral::Long(l),
-        (
-            P::Timestamp | P::Timestamptz,
-            Value::Long(l) | Value::TimestampMicros(l) | Value::LocalTimestampMicros(l),
-        ) => PrimitiveLiteral::Long(l),
-        (P::String, Value::String(s)) => PrimitiveLiteral::String(s),
+        (P::Boolean, V::Bool(b)) => PrimitiveLiteral::Boolean(b),
+        (P::Int | P::Date, V::Int(i) | V::Date(i)) => PrimitiveLiteral::Int(i),
+        (P::Long, V::Int(i)) => PrimitiveLiteral::Long(i64::from(i)),
+        (P::Long, V::Long(l)) => PrimitiveLiteral::Long(l),
+        (P::Time | P::Timestamp | P::Timestamptz, V::Long(l) | V::Micros(l)) => {
+            PrimitiveLiteral::Long(l)
+        }
+        (P::String, V::Str(s)) => PrimitiveLiteral::String(s.to_string()),
         _ => return Err(Decline),
     };
     Ok(Literal::Primitive(p))
@@ -511,6 +768,7 @@ mod tests {
 
     use super::*;
     use crate::{Catalog, PartitionField, Replace};
+    use apache_avro::types::Value;
 
     fn arrow_schema() -> Arc<ArrowSchema> {
         Arc::new(ArrowSchema::new(vec![
@@ -706,6 +964,46 @@ mod tests {
         let ours = parse(&flipped, &mf, &headers);
         let theirs = Manifest::parse_avro(&flipped);
         assert_eq!(ours.is_ok(), theirs.is_ok());
+    }
+
+    #[test]
+    fn a_schema_with_a_type_not_laid_out_here_is_declined_and_counts_are_bounded() {
+        let decimal = AvroSchema::parse_str(
+            r#"{"type": "record", "name": "r", "fields": [
+                {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}}
+            ]}"#,
+        )
+        .expect("schema");
+        assert!(
+            Node::compile(&decimal).is_err(),
+            "a decimal goes to iceberg-rust"
+        );
+        let longs = AvroSchema::parse_str(r#"{"type": "array", "items": "long"}"#).expect("schema");
+        let node = Node::compile(&longs).expect("an array of longs");
+        // Three items of 1, 2, 3, then the end.
+        let mut ok: &[u8] = &[0x06, 0x02, 0x04, 0x06, 0x00];
+        let V::Array(items) = read(&node, &mut ok).expect("read") else {
+            panic!("an array");
+        };
+        assert_eq!(items.len(), 3);
+        assert!(ok.is_empty());
+        // Counts by field id, written value first: read as (key, value) pairs all the same.
+        let kv = AvroSchema::parse_str(
+            r#"{"type": "array", "items": {"type": "record", "name": "k1_v2", "fields": [
+                {"name": "value", "type": "long"}, {"name": "key", "type": "int"}
+            ]}}"#,
+        )
+        .expect("schema");
+        let node = Node::compile(&kv).expect("pairs");
+        // One item: value 100, key 7.
+        let mut one: &[u8] = &[0x02, 0xc8, 0x01, 0x0e, 0x00];
+        let V::Pairs(pairs) = read(&node, &mut one).expect("read") else {
+            panic!("pairs");
+        };
+        assert_eq!(counts(pairs).expect("counts"), HashMap::from([(7, 100u64)]));
+        // A block that claims 2^40 items in four bytes declines at once.
+        let mut huge: &[u8] = &[0x80, 0x80, 0x80, 0x80, 0x80, 0x40, 0x02, 0x02];
+        assert!(read(&node, &mut huge).is_err());
     }
 
     #[test]
