@@ -291,8 +291,10 @@ enum Node {
     Int,
     Date,
     Long,
-    /// A time or timestamp in microseconds (with or without a zone).
-    Micros,
+    /// A time of day in microseconds.
+    TimeMicros,
+    /// A timestamp in microseconds (with or without a zone).
+    TimestampMicros,
     Bytes,
     String,
     /// An int this decoder skips (an enum's index, a time in milliseconds).
@@ -326,7 +328,8 @@ impl Node {
             S::Int => Node::Int,
             S::Date => Node::Date,
             S::Long => Node::Long,
-            S::TimeMicros | S::TimestampMicros | S::LocalTimestampMicros => Node::Micros,
+            S::TimeMicros => Node::TimeMicros,
+            S::TimestampMicros | S::LocalTimestampMicros => Node::TimestampMicros,
             S::Bytes => Node::Bytes,
             S::String => Node::String,
             S::Enum(_) | S::TimeMillis => Node::OtherInt,
@@ -380,7 +383,8 @@ enum V<'a> {
     Int(i32),
     Date(i32),
     Long(i64),
-    Micros(i64),
+    TimeMicros(i64),
+    TimestampMicros(i64),
     Bytes(&'a [u8]),
     Str(&'a str),
     /// A value of a type no field this decoder reads has (skipped, not kept).
@@ -403,7 +407,8 @@ fn read<'a>(node: &Node, buf: &mut &'a [u8]) -> Result<V<'a>, Decline> {
         Node::Int => V::Int(read_int(buf)?),
         Node::Date => V::Date(read_int(buf)?),
         Node::Long => V::Long(read_long(buf)?),
-        Node::Micros => V::Micros(read_long(buf)?),
+        Node::TimeMicros => V::TimeMicros(read_long(buf)?),
+        Node::TimestampMicros => V::TimestampMicros(read_long(buf)?),
         Node::Bytes => V::Bytes(read_bytes(buf)?),
         Node::String => V::Str(std::str::from_utf8(read_bytes(buf)?).map_err(|_| Decline)?),
         Node::OtherInt => {
@@ -748,7 +753,8 @@ fn literal(value: V, ty: &PrimitiveType) -> Result<Literal, Decline> {
         (P::Int | P::Date, V::Int(i) | V::Date(i)) => PrimitiveLiteral::Int(i),
         (P::Long, V::Int(i)) => PrimitiveLiteral::Long(i64::from(i)),
         (P::Long, V::Long(l)) => PrimitiveLiteral::Long(l),
-        (P::Time | P::Timestamp | P::Timestamptz, V::Long(l) | V::Micros(l)) => {
+        (P::Time, V::Long(l) | V::TimeMicros(l)) => PrimitiveLiteral::Long(l),
+        (P::Timestamp | P::Timestamptz, V::Long(l) | V::TimestampMicros(l)) => {
             PrimitiveLiteral::Long(l)
         }
         (P::String, V::Str(s)) => PrimitiveLiteral::String(s.to_string()),
