@@ -224,8 +224,7 @@ fn decode(
         let mut data = &block[..];
         entries.reserve(count);
         for _ in 0..count {
-            let values = read_record(fields, &mut data)?;
-            entries.push(entry(Record::new(fields, values), &meta, spec_id)?);
+            entries.push(entry(read_record(fields, &mut data)?, &meta, spec_id)?);
         }
         if !data.is_empty() {
             return Err(Decline);
@@ -374,10 +373,11 @@ impl Node {
     }
 }
 
-/// A value [`read`] decoded: scalars borrowed from the block, a record's fields in its
-/// schema's order.
+/// A value [`read`] decoded: scalars borrowed from the block, a record's values in the order
+/// of its schema's fields, which it carries (so a record read through a union knows its
+/// fields).
 #[derive(Debug)]
-enum V<'a> {
+enum V<'n, 'a> {
     Null,
     Bool(bool),
     Int(i32),
@@ -389,14 +389,14 @@ enum V<'a> {
     Str(&'a str),
     /// A value of a type no field this decoder reads has (skipped, not kept).
     Other,
-    Array(Vec<V<'a>>),
+    Array(Vec<V<'n, 'a>>),
     /// The keys and values of a [`Node::Pairs`].
-    Pairs(Vec<(V<'a>, V<'a>)>),
-    Record(Vec<V<'a>>),
+    Pairs(Vec<(V<'n, 'a>, V<'n, 'a>)>),
+    Record(Record<'n, 'a>),
 }
 
 /// The value `node` lays out at the front of `buf`.
-fn read<'a>(node: &Node, buf: &mut &'a [u8]) -> Result<V<'a>, Decline> {
+fn read<'n, 'a>(node: &'n Node, buf: &mut &'a [u8]) -> Result<V<'n, 'a>, Decline> {
     Ok(match node {
         Node::Null => V::Null,
         Node::Boolean => match take(buf, 1)? {
@@ -472,8 +472,15 @@ fn read<'a>(node: &Node, buf: &mut &'a [u8]) -> Result<V<'a>, Decline> {
     })
 }
 
-fn read_record<'a>(fields: &[(String, Node)], buf: &mut &'a [u8]) -> Result<Vec<V<'a>>, Decline> {
-    fields.iter().map(|(_, node)| read(node, buf)).collect()
+fn read_record<'n, 'a>(
+    fields: &'n [(String, Node)],
+    buf: &mut &'a [u8],
+) -> Result<Record<'n, 'a>, Decline> {
+    let values = fields
+        .iter()
+        .map(|(_, node)| read(node, buf))
+        .collect::<Result<_, _>>()?;
+    Ok(Record { fields, values })
 }
 
 /// An array's or map's items: blocks of a count (negative: followed by the block's size in
@@ -507,41 +514,31 @@ fn read_int(buf: &mut &[u8]) -> Result<i32, Decline> {
 
 /// A decoded record's fields, by name (a writer may order them as it likes or leave optional
 /// ones out).
+#[derive(Debug)]
 struct Record<'n, 'a> {
     fields: &'n [(String, Node)],
-    values: Vec<V<'a>>,
+    values: Vec<V<'n, 'a>>,
 }
 
 impl<'n, 'a> Record<'n, 'a> {
-    fn new(fields: &'n [(String, Node)], values: Vec<V<'a>>) -> Self {
-        Self { fields, values }
-    }
-
-    /// The record `value` is, whose schema is `node`.
-    fn of(node: &'n Node, value: V<'a>) -> Result<Self, Decline> {
-        match (node, value) {
-            (Node::Record(fields), V::Record(values)) => Ok(Self::new(fields, values)),
+    /// The record `value` is.
+    fn of(value: V<'n, 'a>) -> Result<Self, Decline> {
+        match value {
+            V::Record(record) => Ok(record),
             _ => Err(Decline),
         }
     }
 
-    /// The field's schema and value, `None` when the writer left it out or wrote null (a
-    /// union's branch is the field's schema then).
-    fn take_with(&mut self, name: &str) -> Option<(&'n Node, V<'a>)> {
-        let i = self.fields.iter().position(|(n, _)| n == name)?;
-        let value = std::mem::replace(&mut self.values[i], V::Null);
-        if matches!(value, V::Null) {
-            return None;
-        }
-        Some((branch(&self.fields[i].1), value))
-    }
-
     /// The field's value, `None` when the writer left it out or wrote null.
-    fn take(&mut self, name: &str) -> Option<V<'a>> {
-        self.take_with(name).map(|(_, v)| v)
+    fn take(&mut self, name: &str) -> Option<V<'n, 'a>> {
+        let i = self.fields.iter().position(|(n, _)| n == name)?;
+        match std::mem::replace(&mut self.values[i], V::Null) {
+            V::Null => None,
+            value => Some(value),
+        }
     }
 
-    fn required(&mut self, name: &str) -> Result<V<'a>, Decline> {
+    fn required(&mut self, name: &str) -> Result<V<'n, 'a>, Decline> {
         self.take(name).ok_or(Decline)
     }
 
@@ -558,28 +555,12 @@ impl<'n, 'a> Record<'n, 'a> {
     }
 
     /// The keys and values of a [`Node::Pairs`] field, none when it is left out or null.
-    fn pairs(&mut self, name: &str) -> Result<Vec<(V<'a>, V<'a>)>, Decline> {
+    fn pairs(&mut self, name: &str) -> Result<Vec<(V<'n, 'a>, V<'n, 'a>)>, Decline> {
         match self.take(name) {
             None => Ok(Vec::new()),
             Some(V::Pairs(pairs)) => Ok(pairs),
             Some(_) => Err(Decline),
         }
-    }
-}
-
-/// The schema a non-null value of `node` was read with: `node` itself, or a union's one branch
-/// other than null (a union of several is left as is, and declines where a record or an array
-/// is wanted).
-fn branch(node: &Node) -> &Node {
-    match node {
-        Node::Union(variants) => {
-            let mut not_null = variants.iter().filter(|n| !matches!(n, Node::Null));
-            match (not_null.next(), not_null.next()) {
-                (Some(one), None) => one,
-                _ => node,
-            }
-        }
-        _ => node,
     }
 }
 
@@ -605,7 +586,7 @@ fn bytes(value: V) -> Result<Vec<u8>, Decline> {
     }
 }
 
-fn array(value: Option<V>) -> Result<Vec<V>, Decline> {
+fn array<'n, 'a>(value: Option<V<'n, 'a>>) -> Result<Vec<V<'n, 'a>>, Decline> {
     match value {
         None => Ok(Vec::new()),
         Some(V::Array(items)) => Ok(items),
@@ -621,8 +602,7 @@ fn entry(mut rec: Record, meta: &Meta, spec_id: i32) -> Result<ManifestEntry, De
     let snapshot_id = rec.long("snapshot_id")?;
     let sequence_number = rec.long("sequence_number")?;
     let file_sequence_number = rec.long("file_sequence_number")?;
-    let (node, value) = rec.take_with("data_file").ok_or(Decline)?;
-    let mut file = Record::of(node, value)?;
+    let mut file = Record::of(rec.required("data_file")?)?;
     let schema = &meta.metadata.schema;
 
     let mut builder = DataFileBuilder::default();
@@ -635,7 +615,7 @@ fn entry(mut rec: Record, meta: &Meta, spec_id: i32) -> Result<ManifestEntry, De
                 .map_err(|_| Decline)?,
         )
         .partition(partition(
-            file.take_with("partition").ok_or(Decline)?,
+            file.required("partition")?,
             &meta.partition_type,
         )?)
         .record_count(count(file.required("record_count")?)?)
@@ -725,8 +705,8 @@ fn bounds(pairs: Vec<(V, V)>, schema: &Schema) -> Result<HashMap<i32, Datum>, De
 }
 
 /// The partition tuple, a value per field of the partition type, found by name.
-fn partition((node, value): (&Node, V), ty: &StructType) -> Result<Struct, Decline> {
-    let mut rec = Record::of(node, value)?;
+fn partition(value: V, ty: &StructType) -> Result<Struct, Decline> {
+    let mut rec = Record::of(value)?;
     let values = ty
         .fields()
         .iter()
