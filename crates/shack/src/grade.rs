@@ -364,14 +364,14 @@ pub async fn begin(
             snapshots.insert(name.clone(), id);
         }
     }
-    let log = publish::read_log_in(catalog, &head).await?;
-    let previous = log.iter().rev().find(|r| r.is_published()).cloned();
+    let log = publish::log_tail_in(catalog, &head).await?;
+    let previous = log.last_published;
     Ok(GradeContext {
         version: head.version,
         as_of,
         snapshots,
         previous,
-        log_records: log.len() as u64,
+        log_records: log.records,
         settings: settings.clone(),
         session: SharedSession::default(),
     })

@@ -275,12 +275,12 @@ pub async fn publish_run(
             .table_in(&head, LOG_TABLE)
             .await
             .map_err(|e| ShackError::lake(LOG_TABLE, e))?;
-        let log = read_log(&log_table).await?;
-        let previous = log.iter().rev().find(|r| r.is_published()).cloned();
+        let tail = read_log_tail(&log_table).await?;
+        let previous = tail.last_published;
         if !blocked && previous.as_ref().map(|p| p.seq) != graded_last {
             return Err(conflict(grade, previous.as_ref()));
         }
-        let seq = log.iter().map(|r| r.seq).max().unwrap_or(0) + 1;
+        let seq = tail.newest_seq + 1;
         let publish_number = (!blocked).then(|| {
             previous
                 .as_ref()
@@ -440,16 +440,26 @@ fn record_batch(r: &PublishRecord) -> Result<RecordBatch> {
     })
 }
 
+type LastRead = Option<(uuid::Uuid, Option<i64>, Vec<PublishRecord>)>;
+/// The log as [`read_log`] last read it whole, by table uuid and `main` snapshot id.
+static LAST_READ: std::sync::Mutex<LastRead> = std::sync::Mutex::new(None);
+
+/// The log [`read_log`] last read, when it read the log of table `uuid` at `main` = `head`.
+fn cached_log(uuid: uuid::Uuid, head: i64) -> Option<Vec<PublishRecord>> {
+    match LAST_READ.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        Some((u, Some(h), log)) if *u == uuid && *h == head => Some(log.clone()),
+        _ => None,
+    }
+}
+
 /// Every record of the log in `table` (at `main`), by `seq`.
 async fn read_log(table: &Table) -> Result<Vec<PublishRecord>> {
     // The log as last read, by the table's uuid and its `main` snapshot id (a snapshot's rows
-    // never change): a run reads the log three times (the as-of check, the grade's previous
-    // publish, the publish itself), one data file per publish each time. When `main` has moved
+    // never change): time travel, `compare` and a rollback read the whole log, one data file
+    // per record (a run reads only its tail: [`read_log_tail`]). When `main` has moved
     // on from the snapshot last read by appends only (a publish, a blocked run, a rollback
     // each append one row), only what those appends added is read; anything else (another
     // table, a `main` moved back, a rewrite) reads the log whole.
-    type LastRead = Option<(uuid::Uuid, Option<i64>, Vec<PublishRecord>)>;
-    static LAST_READ: std::sync::Mutex<LastRead> = std::sync::Mutex::new(None);
     let key = (table.metadata().uuid(), table.head("main"));
     let last = LAST_READ.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let added = match last {
@@ -484,6 +494,121 @@ async fn read_log(table: &Table) -> Result<Vec<PublishRecord>> {
     out.sort_by_key(|r| r.seq);
     *LAST_READ.lock().unwrap_or_else(|p| p.into_inner()) = Some((key.0, key.1, out.clone()));
     Ok(out)
+}
+
+/// What a run needs of the publish log: its newest record's `seq`, its last publish, and how
+/// many records it holds. A daily run needs no more, and the log grows by a data file a run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LogTail {
+    /// The highest `seq` in the log (0 when it is empty): the next record is this plus one.
+    pub newest_seq: u64,
+    /// The newest published record (`None` when nothing was ever published).
+    pub last_published: Option<PublishRecord>,
+    /// How many records the log holds.
+    pub records: u64,
+}
+
+impl LogTail {
+    fn of(log: &[PublishRecord]) -> LogTail {
+        LogTail {
+            newest_seq: log.iter().map(|r| r.seq).max().unwrap_or(0),
+            last_published: log.iter().rev().find(|r| r.is_published()).cloned(),
+            records: log.len() as u64,
+        }
+    }
+}
+
+/// The [`LogTail`] of the log in `table` (at `main`), read from its newest appends back to the
+/// last publish, not from the whole log: `main`'s ancestry is walked newest first, and each
+/// append's rows read, until one of them holds a published record (usually the first: a run that
+/// publishes appends its record in the publish commit). The rows an unbroken run of newest
+/// appends added are all live at `main`, and each record's `seq` was the log's highest plus one
+/// when it was appended, so the newest append holds the highest `seq`. Anything else on the way
+/// (a rewrite of the log, an expired parent, a head with no record count) reads the log whole,
+/// as [`read_log`] does.
+async fn read_log_tail(table: &Table) -> Result<LogTail> {
+    type LastTail = Option<(uuid::Uuid, Option<i64>, LogTail)>;
+    static LAST_TAIL: std::sync::Mutex<LastTail> = std::sync::Mutex::new(None);
+    let key = (table.metadata().uuid(), table.head("main"));
+    if let Some((uuid, head, tail)) = LAST_TAIL.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        && (uuid, head) == key
+    {
+        return Ok(tail);
+    }
+    let tail = match walk_log_tail(table, key.1).await? {
+        Some(tail) => tail,
+        None => LogTail::of(&read_log(table).await?),
+    };
+    *LAST_TAIL.lock().unwrap_or_else(|p| p.into_inner()) = Some((key.0, key.1, tail.clone()));
+    Ok(tail)
+}
+
+/// [`read_log_tail`]'s walk: `None` when the log must be read whole instead.
+async fn walk_log_tail(table: &Table, head: Option<i64>) -> Result<Option<LogTail>> {
+    let Some(head) = head else {
+        return Ok(Some(LogTail::default()));
+    };
+    // The log as last read whole, when it is the log at this head, answers at once.
+    if let Some(log) = cached_log(table.metadata().uuid(), head) {
+        return Ok(Some(LogTail::of(&log)));
+    }
+    let ancestry = table
+        .ancestry(head)
+        .map_err(|e| ShackError::lake(LOG_TABLE, e))?;
+    let Some(records) = ancestry
+        .first()
+        .and_then(|s| s.summary.get("total-records"))
+        .and_then(|n| n.parse::<u64>().ok())
+    else {
+        return Ok(None);
+    };
+    let mut seen = Vec::new();
+    for s in &ancestry {
+        if s.operation != "append" {
+            return Ok(None);
+        }
+        let added = match table
+            .read_incremental("main", s.parent_id, Some(s.snapshot_id))
+            .await
+        {
+            Ok(added) => added,
+            Err(LakeError::NotAppendOnly { .. } | LakeError::NotAncestor { .. }) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(ShackError::lake(LOG_TABLE, e)),
+        };
+        for b in added.batches() {
+            parse_batch(b, &mut seen)?;
+        }
+        if seen.iter().any(PublishRecord::is_published) {
+            break;
+        }
+    }
+    // No publish among the appends walked, and the walk stopped at an expired parent: the rows
+    // of the snapshots before it are still live, and may hold one.
+    if !seen.iter().any(PublishRecord::is_published)
+        && ancestry.last().is_some_and(|s| s.parent_id.is_some())
+    {
+        return Ok(None);
+    }
+    let mut tail = LogTail::of(&seen);
+    tail.last_published = seen
+        .iter()
+        .filter(|r| r.is_published())
+        .max_by_key(|r| r.seq)
+        .cloned();
+    tail.records = records;
+    Ok(Some(tail))
+}
+
+/// The [`LogTail`] of the log as it stood in catalog version `v` (empty when it did not exist
+/// yet).
+pub async fn log_tail_in(catalog: &Catalog, v: &CatalogVersion) -> Result<LogTail> {
+    match catalog.table_in(v, LOG_TABLE).await {
+        Ok(t) => read_log_tail(&t).await,
+        Err(LakeError::NoSuchTable { .. }) => Ok(LogTail::default()),
+        Err(e) => Err(ShackError::lake(LOG_TABLE, e)),
+    }
 }
 
 /// The log as it stood in catalog version `v` (empty when it did not exist yet): with the
@@ -594,13 +719,14 @@ pub async fn publishes(catalog: &Catalog) -> Result<Vec<PublishRecord>> {
     read_log_in(catalog, &head).await
 }
 
-/// The newest publish (`None` when nothing was ever published).
+/// The newest publish (`None` when nothing was ever published), read from the log's newest
+/// records back to it ([`LogTail`]), not from the whole log.
 pub async fn last_published(catalog: &Catalog) -> Result<Option<PublishRecord>> {
-    Ok(publishes(catalog)
-        .await?
-        .into_iter()
-        .rev()
-        .find(PublishRecord::is_published))
+    let head = catalog
+        .head()
+        .await
+        .map_err(|e| ShackError::lake("the catalog", e))?;
+    Ok(log_tail_in(catalog, &head).await?.last_published)
 }
 
 /// Time travel: the publish a reader asking "as of `as_of`" sees — the publish with the latest

@@ -891,3 +891,105 @@ async fn the_log_read_after_each_run_is_the_log_read_whole_even_after_main_moved
     assert_eq!(log.len(), 3);
     assert_eq!(seqs(&log), log_read_whole(&catalog).await);
 }
+
+/// The log's tail as a run reads it, and as the whole log says it should be.
+async fn tails(catalog: &Catalog) -> (publish::LogTail, publish::LogTail) {
+    let head = catalog.head().await.expect("head");
+    let tail = publish::log_tail_in(catalog, &head)
+        .await
+        .expect("read the tail");
+    let log = publish::publishes(catalog).await.expect("read log");
+    let whole = publish::LogTail {
+        newest_seq: log.iter().map(|r| r.seq).max().unwrap_or(0),
+        last_published: log.iter().rev().find(|r| r.is_published()).cloned(),
+        records: log.len() as u64,
+    };
+    (tail, whole)
+}
+
+#[tokio::test]
+async fn the_logs_tail_is_what_the_whole_log_says_past_blocked_runs_a_move_back_and_a_rewrite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let catalog = open(dir.path());
+    setup(&catalog).await;
+    let (tail, whole) = tails(&catalog).await;
+    assert_eq!(tail, whole);
+    assert_eq!(tail, publish::LogTail::default());
+
+    // Two publishes, then three blocked runs: the tail walks back past the blocks to the
+    // second publish.
+    for day in 10..15 {
+        let grade = if day >= 12 {
+            grade_with(
+                &catalog,
+                utc(day, 12, 0),
+                &[("quarantine rate", block_audit)],
+            )
+            .await
+        } else {
+            passing(&catalog, utc(day, 12, 0)).await
+        };
+        shack::publish(&catalog, &grade, 100)
+            .await
+            .expect("publish");
+        let (tail, whole) = tails(&catalog).await;
+        assert_eq!(tail, whole, "after day {day}");
+        write_run(&catalog, &[day as i64]).await;
+    }
+    let (tail, _) = tails(&catalog).await;
+    assert_eq!(tail.newest_seq, 5);
+    assert_eq!(tail.records, 5);
+    let last = tail.last_published.expect("a publish");
+    assert_eq!((last.seq, last.publish_number), (2, Some(2)));
+    assert_eq!(
+        shack::last_published(&catalog).await.expect("last"),
+        Some(last)
+    );
+
+    // The log rewritten whole (as a compaction would, one file for every record): the tail is
+    // read from the whole log, and the next publish numbers on from it.
+    let t = catalog.table(LOG_TABLE).await.expect("log table");
+    let all = t.scan(&At::Main).await.expect("scan log");
+    let change = t
+        .stage_replace("main", &lake::Replace::All, &all, BTreeMap::new())
+        .await
+        .expect("stage the rewrite");
+    catalog
+        .commit(
+            vec![change],
+            "rewrite",
+            "test: rewrite the log",
+            BTreeMap::new(),
+        )
+        .await
+        .expect("rewrite");
+    let (tail, whole) = tails(&catalog).await;
+    assert_eq!(tail, whole);
+    assert_eq!((tail.newest_seq, tail.records), (5, 5));
+    let grade = passing(&catalog, utc(16, 12, 0)).await;
+    let out = shack::publish(&catalog, &grade, 100)
+        .await
+        .expect("publish");
+    assert_eq!((out.record.seq, out.record.publish_number), (6, Some(3)));
+    let (tail, whole) = tails(&catalog).await;
+    assert_eq!(tail, whole);
+
+    // `main` of the log moved back to before the rewrite: the tail is the shorter log's.
+    let t = catalog.table(LOG_TABLE).await.expect("log table");
+    let snaps = t.snapshots_between("main", None, None).expect("snapshots");
+    let back = snaps[2].snapshot_id;
+    catalog
+        .update_refs(
+            LOG_TABLE,
+            &[lake::RefOp::Reset {
+                branch: "main".into(),
+                to: back,
+            }],
+            "test: move the log back",
+        )
+        .await
+        .expect("reset");
+    let (tail, whole) = tails(&catalog).await;
+    assert_eq!(tail, whole);
+    assert_eq!(tail.newest_seq, 3);
+}
