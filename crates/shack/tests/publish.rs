@@ -803,6 +803,37 @@ mod held_commit {
     }
 }
 
+/// Grade a run as of noon on `day` (a block by the quarantine-rate audit when `block`) and
+/// publish or record it.
+async fn publish_or_block(catalog: &Catalog, day: u32, block: bool) {
+    let grade = if block {
+        grade_with(
+            catalog,
+            utc(day, 12, 0),
+            &[("quarantine rate", block_audit)],
+        )
+        .await
+    } else {
+        passing(catalog, utc(day, 12, 0)).await
+    };
+    shack::publish(catalog, &grade, 100).await.expect("publish");
+}
+
+/// `main` of the publish log reset by hand to snapshot `to`.
+async fn move_log_back(catalog: &Catalog, to: i64) {
+    catalog
+        .update_refs(
+            LOG_TABLE,
+            &[lake::RefOp::Reset {
+                branch: "main".into(),
+                to,
+            }],
+            "test: move the log back",
+        )
+        .await
+        .expect("reset");
+}
+
 /// The seqs of the log as one whole read of `ops.publish_log` at `main` finds them.
 async fn log_read_whole(catalog: &Catalog) -> Vec<u64> {
     let t = catalog.table(LOG_TABLE).await.expect("log table");
@@ -832,19 +863,7 @@ async fn the_log_read_after_each_run_is_the_log_read_whole_even_after_main_moved
     // Publishes and blocks, the log read after each (a process reads only what was appended
     // since its last read): always what a whole read finds.
     for day in 16..20 {
-        let grade = if day == 18 {
-            grade_with(
-                &catalog,
-                utc(day, 12, 0),
-                &[("quarantine rate", block_audit)],
-            )
-            .await
-        } else {
-            passing(&catalog, utc(day, 12, 0)).await
-        };
-        shack::publish(&catalog, &grade, 100)
-            .await
-            .expect("publish");
+        publish_or_block(&catalog, day, day == 18).await;
         let log = publish::publishes(&catalog).await.expect("read log");
         assert_eq!(
             seqs(&log),
@@ -861,17 +880,7 @@ async fn the_log_read_after_each_run_is_the_log_read_whole_even_after_main_moved
     let t = catalog.table(LOG_TABLE).await.expect("log table");
     let snaps = t.snapshots_between("main", None, None).expect("snapshots");
     let back = snaps[snaps.len() - 3].snapshot_id;
-    catalog
-        .update_refs(
-            LOG_TABLE,
-            &[lake::RefOp::Reset {
-                branch: "main".into(),
-                to: back,
-            }],
-            "test: move the log back",
-        )
-        .await
-        .expect("reset");
+    move_log_back(&catalog, back).await;
     let after = publish::publishes(&catalog).await.expect("read log");
     assert_eq!(seqs(&after), seqs(&before[..2]));
     assert_eq!(seqs(&after), log_read_whole(&catalog).await);
@@ -919,19 +928,7 @@ async fn the_logs_tail_is_what_the_whole_log_says_past_blocked_runs_a_move_back_
     // Two publishes, then three blocked runs: the tail walks back past the blocks to the
     // second publish.
     for day in 10..15 {
-        let grade = if day >= 12 {
-            grade_with(
-                &catalog,
-                utc(day, 12, 0),
-                &[("quarantine rate", block_audit)],
-            )
-            .await
-        } else {
-            passing(&catalog, utc(day, 12, 0)).await
-        };
-        shack::publish(&catalog, &grade, 100)
-            .await
-            .expect("publish");
+        publish_or_block(&catalog, day, day >= 12).await;
         let (tail, whole) = tails(&catalog).await;
         assert_eq!(tail, whole, "after day {day}");
         write_run(&catalog, &[day as i64]).await;
@@ -978,17 +975,7 @@ async fn the_logs_tail_is_what_the_whole_log_says_past_blocked_runs_a_move_back_
     let t = catalog.table(LOG_TABLE).await.expect("log table");
     let snaps = t.snapshots_between("main", None, None).expect("snapshots");
     let back = snaps[2].snapshot_id;
-    catalog
-        .update_refs(
-            LOG_TABLE,
-            &[lake::RefOp::Reset {
-                branch: "main".into(),
-                to: back,
-            }],
-            "test: move the log back",
-        )
-        .await
-        .expect("reset");
+    move_log_back(&catalog, back).await;
     let (tail, whole) = tails(&catalog).await;
     assert_eq!(tail, whole);
     assert_eq!(tail.newest_seq, 3);
