@@ -440,18 +440,6 @@ fn record_batch(r: &PublishRecord) -> Result<RecordBatch> {
     })
 }
 
-type LastRead = Option<(uuid::Uuid, Option<i64>, Vec<PublishRecord>)>;
-/// The log as [`read_log`] last read it whole, by table uuid and `main` snapshot id.
-static LAST_READ: std::sync::Mutex<LastRead> = std::sync::Mutex::new(None);
-
-/// The log [`read_log`] last read, when it read the log of table `uuid` at `main` = `head`.
-fn cached_log(uuid: uuid::Uuid, head: i64) -> Option<Vec<PublishRecord>> {
-    match LAST_READ.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-        Some((u, Some(h), log)) if *u == uuid && *h == head => Some(log.clone()),
-        _ => None,
-    }
-}
-
 /// Every record of the log in `table` (at `main`), by `seq`.
 async fn read_log(table: &Table) -> Result<Vec<PublishRecord>> {
     // The log as last read, by the table's uuid and its `main` snapshot id (a snapshot's rows
@@ -460,6 +448,8 @@ async fn read_log(table: &Table) -> Result<Vec<PublishRecord>> {
     // on from the snapshot last read by appends only (a publish, a blocked run, a rollback
     // each append one row), only what those appends added is read; anything else (another
     // table, a `main` moved back, a rewrite) reads the log whole.
+    type LastRead = Option<(uuid::Uuid, Option<i64>, Vec<PublishRecord>)>;
+    static LAST_READ: std::sync::Mutex<LastRead> = std::sync::Mutex::new(None);
     let key = (table.metadata().uuid(), table.head("main"));
     let last = LAST_READ.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let added = match last {
@@ -548,10 +538,6 @@ async fn walk_log_tail(table: &Table, head: Option<i64>) -> Result<Option<LogTai
     let Some(head) = head else {
         return Ok(Some(LogTail::default()));
     };
-    // The log as last read whole, when it is the log at this head, answers at once.
-    if let Some(log) = cached_log(table.metadata().uuid(), head) {
-        return Ok(Some(LogTail::of(&log)));
-    }
     let ancestry = table
         .ancestry(head)
         .map_err(|e| ShackError::lake(LOG_TABLE, e))?;
@@ -563,6 +549,7 @@ async fn walk_log_tail(table: &Table, head: Option<i64>) -> Result<Option<LogTai
         return Ok(None);
     };
     let mut seen = Vec::new();
+    let mut found = false;
     for s in &ancestry {
         if s.operation != "append" {
             return Ok(None);
@@ -580,25 +567,21 @@ async fn walk_log_tail(table: &Table, head: Option<i64>) -> Result<Option<LogTai
         for b in added.batches() {
             parse_batch(b, &mut seen)?;
         }
-        if seen.iter().any(PublishRecord::is_published) {
+        found = seen.iter().any(PublishRecord::is_published);
+        if found {
             break;
         }
     }
     // No publish among the appends walked, and the walk stopped at an expired parent: the rows
     // of the snapshots before it are still live, and may hold one.
-    if !seen.iter().any(PublishRecord::is_published)
-        && ancestry.last().is_some_and(|s| s.parent_id.is_some())
-    {
+    if !found && ancestry.last().is_some_and(|s| s.parent_id.is_some()) {
         return Ok(None);
     }
-    let mut tail = LogTail::of(&seen);
-    tail.last_published = seen
-        .iter()
-        .filter(|r| r.is_published())
-        .max_by_key(|r| r.seq)
-        .cloned();
-    tail.records = records;
-    Ok(Some(tail))
+    seen.sort_by_key(|r| r.seq);
+    Ok(Some(LogTail {
+        records,
+        ..LogTail::of(&seen)
+    }))
 }
 
 /// The [`LogTail`] of the log as it stood in catalog version `v` (empty when it did not exist
