@@ -6,14 +6,17 @@
 //! column of every row the table holds. A table written with a bloom filter on the key
 //! ([`crate::PROP_BLOOM_COLUMN`]) and small row groups ([`crate::PROP_ROW_GROUP_LIMIT`]) is
 //! looked up in the row groups that may hold an asked key: a row group whose filter answers no
-//! is never read. What is read grows with the keys asked and how many files they are spread
+//! is never read, and in one that is, only the key column is decoded whole (the other columns
+//! asked, only for the rows whose key was asked). What is read grows with the keys asked and how many files they are spread
 //! over, not with the table's history. Files written without a filter on the key (by another
 //! engine, or before the property was set) are read whole, as a scan would: the answer is the
 //! same, only its cost differs, and [`Lookup`] says how many files that was.
 //!
 //! What a lookup reads of a file's footer and filters is kept by the [`crate::Catalog`] handle
 //! (data files never change once written), so the next lookup of the same table, in this run
-//! or the next on the same handle, opens only the row groups it reads; each asked key is hashed
+//! or the next on the same handle, opens only the row groups it reads. A file's filters are
+//! read together, in one read, where its writer put them together (lake's does, at the end of
+//! the file); each asked key is hashed
 //! once, and the bits it sets worked out once, then checked against every row group's filter.
 
 use std::collections::HashSet;
@@ -24,12 +27,12 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{PrimitiveType, Type};
-use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
 use parquet::bloom_filter::Sbbf;
 
 use crate::catalog::Catalog;
 use crate::error::{LakeError, Result};
-use crate::read::{parquet_error, read_parallelism};
+use crate::read::{KeySet, parquet_error, read_parallelism};
 use crate::table::{At, Table};
 
 /// What [`Table::lookup`] read, and what it found.
@@ -46,7 +49,9 @@ pub struct Lookup {
     /// Row groups in the planned files, and how many of them were read.
     pub row_groups_held: usize,
     pub row_groups_read: usize,
-    /// Rows decoded from the row groups read (before keeping only the keys asked).
+    /// Rows in the row groups read: their key column is decoded whole, the other columns asked
+    /// only where the key is one of the keys asked (in a file lake reads itself; a file another
+    /// reader needs, with delete files or an evolved schema, decodes every column of them).
     pub rows_read: u64,
 }
 
@@ -62,6 +67,7 @@ struct Pruned {
     tasks: Vec<FileScanTask>,
     held: usize,
     read: usize,
+    rows: u64,
     unfiltered: bool,
 }
 
@@ -127,18 +133,19 @@ impl Table {
         for p in pruned {
             out.row_groups_held += p.held;
             out.row_groups_read += p.read;
+            out.rows_read += p.rows;
             out.files_unfiltered += usize::from(p.unfiltered);
             out.files_read += usize::from(!p.tasks.is_empty());
             wanted.extend(p.tasks);
         }
 
         let projected = self.projected_schema(&selected)?;
+        let asked = KeySet::new(field_id, keys.iter().map(|k| k.to_string()).collect());
         let batches: Vec<RecordBatch> = self
-            .read_file_tasks_as(wanted, projected, ctx())?
+            .read_file_tasks_keyed(wanted, projected, ctx(), Some(Arc::new(asked)))?
             .try_collect()
             .await?;
         for b in batches {
-            out.rows_read += b.num_rows() as u64;
             let ids = b
                 .column(0)
                 .as_any()
@@ -167,6 +174,8 @@ impl Table {
 pub(crate) struct KeyIndex {
     /// Compressed size of each row group, in file order.
     sizes: Vec<u64>,
+    /// Rows of each row group, in file order.
+    rows: Vec<u64>,
     /// Each row group's bloom filter on the key (`None`: that row group has none); `None`
     /// when the file has no such column.
     blooms: Option<Vec<Option<KeyFilter>>>,
@@ -257,6 +266,7 @@ impl KeyIndex {
     pub(crate) fn empty() -> KeyIndex {
         KeyIndex {
             sizes: Vec::new(),
+            rows: Vec::new(),
             blooms: None,
         }
     }
@@ -270,7 +280,7 @@ impl KeyIndex {
             .flatten()
             .map(|b| b.blocks.len() * 32)
             .sum();
-        (64 + 8 * self.sizes.len() + blooms) as u64
+        (64 + 16 * self.sizes.len() + blooms) as u64
     }
 
     /// The footer of `task`'s file (kept on the handle, shared with scans) and the bloom filter
@@ -283,15 +293,19 @@ impl KeyIndex {
         key: &str,
     ) -> iceberg::Result<KeyIndex> {
         let path = &task.data_file_path;
-        let (file, footer) = catalog
+        let (mut file, footer) = catalog
             .open_data_file(path, task.file_size_in_bytes)
             .await?;
         let md = footer.metadata().clone();
-        let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(file, footer);
         let sizes = md
             .row_groups()
             .iter()
             .map(|rg| rg.compressed_size().max(0) as u64)
+            .collect();
+        let rows = md
+            .row_groups()
+            .iter()
+            .map(|rg| rg.num_rows().max(0) as u64)
             .collect();
         let column = md
             .file_metadata()
@@ -310,25 +324,94 @@ impl KeyIndex {
         let Some(column) = column else {
             return Ok(KeyIndex {
                 sizes,
+                rows,
                 blooms: None,
             });
         };
+        // Where each row group's filter is: (offset, length), `None` for a row group without
+        // one. A writer that records every filter's length (parquet-rs does) lets all of a
+        // file's filters come in one read of the span that holds them (lake's writer puts them
+        // together, after the row groups); otherwise each is read on its own, its header first.
+        let spans: Vec<Option<(u64, Option<u64>)>> = md
+            .row_groups()
+            .iter()
+            .map(|rg| {
+                let c = rg.column(column);
+                let offset = u64::try_from(c.bloom_filter_offset()?).ok()?;
+                let length = c.bloom_filter_length().and_then(|l| u64::try_from(l).ok());
+                Some((offset, length))
+            })
+            .collect();
+        let together = filters_span(&spans, task.file_size_in_bytes);
         let mut blooms = Vec::with_capacity(md.num_row_groups());
-        for rg in 0..md.num_row_groups() {
-            blooms.push(
-                builder
-                    .get_row_group_column_bloom_filter(rg, column)
-                    .await
-                    .map_err(|e| parquet_error(path, "reading a bloom filter", e))?
-                    .as_ref()
-                    .map(KeyFilter::new),
-            );
+        if let Some(range) = together {
+            let bytes = file
+                .get_bytes(range.clone())
+                .await
+                .map_err(|e| parquet_error(path, "reading the bloom filters", e))?;
+            for span in &spans {
+                let Some((offset, Some(length))) = span else {
+                    blooms.push(None);
+                    continue;
+                };
+                let at = (offset - range.start) as usize;
+                let one = bytes.get(at..at + *length as usize).ok_or_else(|| {
+                    parquet_error(
+                        path,
+                        "reading a bloom filter",
+                        parquet::errors::ParquetError::General(format!(
+                            "filter at {offset} (+{length}) outside the read span {range:?}"
+                        )),
+                    )
+                })?;
+                let sbbf = Sbbf::from_bytes(one)
+                    .map_err(|e| parquet_error(path, "reading a bloom filter", e))?;
+                blooms.push(Some(KeyFilter::new(&sbbf)));
+            }
+        } else {
+            let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(file, footer);
+            for rg in 0..md.num_row_groups() {
+                blooms.push(
+                    builder
+                        .get_row_group_column_bloom_filter(rg, column)
+                        .await
+                        .map_err(|e| parquet_error(path, "reading a bloom filter", e))?
+                        .as_ref()
+                        .map(KeyFilter::new),
+                );
+            }
         }
         Ok(KeyIndex {
             sizes,
+            rows,
             blooms: Some(blooms),
         })
     }
+}
+
+/// The one byte range to read for all of a file's bloom filters on a column, from each row
+/// group's (offset, length) (`None`: no filter): `None` when a filter's length is not recorded
+/// (its header must be read to learn it), a filter lies past the file's end, or the filters are
+/// not together (row groups between them: a writer that puts each after its row group), so
+/// that one read would take in the data as well.
+fn filters_span(
+    spans: &[Option<(u64, Option<u64>)>],
+    file_size: u64,
+) -> Option<std::ops::Range<u64>> {
+    let known: Vec<(u64, u64)> = spans
+        .iter()
+        .flatten()
+        .map(|(o, l)| l.map(|l| (*o, l)))
+        .collect::<Option<_>>()?;
+    let start = known.iter().map(|(o, _)| *o).min()?;
+    let end = known
+        .iter()
+        .map(|(o, l)| o.checked_add(*l))
+        .collect::<Option<Vec<u64>>>()?
+        .into_iter()
+        .max()?;
+    let held: u64 = known.iter().map(|(_, l)| *l).sum();
+    (end <= file_size && end - start <= held.saturating_mul(2)).then_some(start..end)
 }
 
 /// The parts of `task`'s file that may hold a key: one task per run of consecutive row groups
@@ -353,10 +436,12 @@ async fn prune(
 /// [`prune`]'s decision, from the file's key index.
 fn cut(task: FileScanTask, ix: &KeyIndex, probes: &[KeyProbe]) -> Pruned {
     let held = ix.sizes.len();
+    let all_rows: u64 = ix.rows.iter().sum();
     let whole = |task: FileScanTask, unfiltered: bool| Pruned {
         tasks: vec![task],
         held,
         read: held,
+        rows: all_rows,
         unfiltered,
     };
     let split = task.start != 0 || (task.length != 0 && task.length != task.file_size_in_bytes);
@@ -378,6 +463,12 @@ fn cut(task: FileScanTask, ix: &KeyIndex, probes: &[KeyProbe]) -> Pruned {
         })
         .collect();
     let read = keep.iter().filter(|k| **k).count();
+    let rows = keep
+        .iter()
+        .zip(&ix.rows)
+        .filter(|(k, _)| **k)
+        .map(|(_, r)| *r)
+        .sum();
     if read == held {
         return whole(task, unfiltered);
     }
@@ -402,6 +493,7 @@ fn cut(task: FileScanTask, ix: &KeyIndex, probes: &[KeyProbe]) -> Pruned {
         tasks,
         held,
         read,
+        rows,
         unfiltered,
     }
 }
@@ -417,6 +509,21 @@ fn part(task: &FileScanTask, start: u64, length: u64) -> FileScanTask {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_files_filters_are_read_in_one_span_only_when_they_lie_together() {
+        // Written at the end, one after another (lake's writer); a row group without one.
+        let end = [Some((1_000, Some(40))), None, Some((1_040, Some(72)))];
+        assert_eq!(filters_span(&end, 1_200), Some(1_000..1_112));
+        // Each after its row group: one read would take in the row groups between.
+        let interleaved = [Some((1_000, Some(40))), Some((9_000, Some(40)))];
+        assert_eq!(filters_span(&interleaved, 10_000), None);
+        // A length not recorded, a filter past the file's end, an overflow, no filter at all.
+        assert_eq!(filters_span(&[Some((1_000, None))], 2_000), None);
+        assert_eq!(filters_span(&[Some((1_000, Some(40)))], 1_020), None);
+        assert_eq!(filters_span(&[Some((u64::MAX, Some(40)))], u64::MAX), None);
+        assert_eq!(filters_span(&[None, None], 2_000), None);
+    }
 
     #[test]
     fn the_hashed_check_answers_as_parquets_bloom_filter_does() {

@@ -3,9 +3,10 @@
 //! watermarks.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
-use arrow_array::RecordBatch;
-use arrow_schema::SchemaRef;
+use arrow_array::{BooleanArray, RecordBatch, StringArray};
+use arrow_schema::{ArrowError, SchemaRef};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::scan::FileScanTask;
@@ -162,6 +163,21 @@ impl Table {
         schema: SchemaRef,
         ctx: String,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        self.read_file_tasks_keyed(tasks, schema, ctx, None)
+    }
+
+    /// [`Table::read_file_tasks_as`], where a file read by [`read_plain`] decodes the columns
+    /// other than `keys`' column only for the rows whose key is one of `keys` (parquet decodes
+    /// the key column first and skips the other rows). A file read otherwise, or one whose key
+    /// column is not a plain string column, hands back every row it holds: `keys` narrows what
+    /// is decoded, never what the caller must check.
+    pub(crate) fn read_file_tasks_keyed(
+        &self,
+        tasks: Vec<FileScanTask>,
+        schema: SchemaRef,
+        ctx: String,
+        keys: Option<Arc<KeySet>>,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         // iceberg's reader, built when the first file that is not plain needs it (building one
         // reads the machine's core count from cgroup files: most reads never need it).
         let iceberg = self.iceberg().clone();
@@ -176,9 +192,11 @@ impl Table {
                 let catalog = catalog.clone();
                 let wanted = wanted.clone();
                 let ctx = read_ctx.clone();
+                let keys = keys.clone();
                 on_task(ctx, async move {
                     if plain(&task)
-                        && let Some(batches) = read_plain(&catalog, &task, &wanted).await?
+                        && let Some(batches) =
+                            read_plain(&catalog, &task, &wanted, keys.as_ref()).await?
                     {
                         return Ok(batches);
                     }
@@ -504,6 +522,7 @@ async fn read_plain(
     catalog: &crate::catalog::Catalog,
     task: &FileScanTask,
     wanted: &SchemaRef,
+    keys: Option<&Arc<KeySet>>,
 ) -> iceberg::Result<Option<Vec<RecordBatch>>> {
     let path = &task.data_file_path;
     let (file, footer) = catalog
@@ -530,15 +549,29 @@ async fn read_plain(
         }
         builder = builder.with_row_groups(groups);
     }
+    let mut predicates: Vec<Box<dyn parquet::arrow::arrow_reader::ArrowPredicate>> = Vec::new();
+    if let Some(keys) = keys
+        && let Some(root) = keys.root_in(footer.schema())
+    {
+        let mask = parquet::arrow::ProjectionMask::roots(footer.parquet_schema(), [root]);
+        let keys = keys.clone();
+        predicates.push(Box::new(
+            parquet::arrow::arrow_reader::ArrowPredicateFn::new(mask, move |batch| {
+                keys.keep(&batch)
+            }),
+        ));
+    }
     if let Some(filter) = filter {
         let mask =
             parquet::arrow::ProjectionMask::roots(footer.parquet_schema(), filter.roots().to_vec());
-        let keep = parquet::arrow::arrow_reader::ArrowPredicateFn::new(mask, move |batch| {
-            filter.keep(&batch)
-        });
-        builder = builder.with_row_filter(parquet::arrow::arrow_reader::RowFilter::new(vec![
-            Box::new(keep),
-        ]));
+        predicates.push(Box::new(
+            parquet::arrow::arrow_reader::ArrowPredicateFn::new(mask, move |batch| {
+                filter.keep(&batch)
+            }),
+        ));
+    }
+    if !predicates.is_empty() {
+        builder = builder.with_row_filter(parquet::arrow::arrow_reader::RowFilter::new(predicates));
     }
     let stream = builder
         .build()
@@ -561,6 +594,41 @@ async fn read_plain(
     #[cfg(test)]
     PLAIN_FILES.set(PLAIN_FILES.get() + 1);
     Ok(Some(out))
+}
+
+/// The keys a lookup asks for, by the field id of their string column: what a read decodes of
+/// the other columns (see [`Table::read_file_tasks_keyed`]).
+pub(crate) struct KeySet {
+    field_id: i32,
+    keys: HashSet<String>,
+}
+
+impl KeySet {
+    pub(crate) fn new(field_id: i32, keys: HashSet<String>) -> KeySet {
+        KeySet { field_id, keys }
+    }
+
+    /// The file's top-level column with the key's field id, when it is a string column.
+    fn root_in(&self, file: &arrow_schema::Schema) -> Option<usize> {
+        let id = self.field_id.to_string();
+        file.fields().iter().position(|f| {
+            f.metadata().get(parquet::arrow::PARQUET_FIELD_ID_META_KEY) == Some(&id)
+                && *f.data_type() == arrow_schema::DataType::Utf8
+        })
+    }
+
+    /// Which rows of `batch` (the key column alone) hold one of the keys; a null key is none.
+    fn keep(&self, batch: &RecordBatch) -> std::result::Result<BooleanArray, ArrowError> {
+        let ids = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| ArrowError::CastError("a lookup key column is not Utf8".into()))?;
+        Ok(ids
+            .iter()
+            .map(|v| Some(v.is_some_and(|k| self.keys.contains(k))))
+            .collect())
+    }
 }
 
 /// A Parquet error reading the data file at `path`, saying what was being read.
