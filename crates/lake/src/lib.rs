@@ -46,6 +46,7 @@ mod log;
 mod lookup;
 mod maintenance;
 mod manifest;
+mod manifest_write;
 mod merge;
 mod plan;
 mod read;

@@ -233,6 +233,19 @@ fn decode(
     Ok((meta.metadata.clone(), entries))
 }
 
+/// The metadata map of `file`, an Avro container holding a header and nothing else (its sync
+/// marker the last 16 bytes); `None` when it is not one.
+pub(crate) fn container_header(file: &[u8]) -> Option<Vec<(String, Vec<u8>)>> {
+    let mut buf = file.strip_prefix(MAGIC)?;
+    let header = read_header(&mut buf).ok()?;
+    (buf.len() == 16).then(|| {
+        header
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_vec()))
+            .collect()
+    })
+}
+
 /// The container header's metadata map: blocks of (key, value) pairs, a negative count
 /// followed by the block's size in bytes, a zero count ending it.
 fn read_header<'a>(buf: &mut &'a [u8]) -> Result<Vec<(&'a str, &'a [u8])>, Decline> {

@@ -21,9 +21,8 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::spec::{
     DataFile, DataFileFormat, Datum, FieldSummary, Literal, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestStatus, ManifestWriter, ManifestWriterBuilder, NestedField,
-    Operation, PartitionSpecRef, Snapshot, SnapshotSummaryCollector, Struct, StructType, Summary,
-    TableMetadata,
+    ManifestListWriter, ManifestStatus, NestedField, Operation, PartitionSpecRef, Snapshot,
+    SnapshotSummaryCollector, Struct, StructType, Summary, TableMetadata,
 };
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
@@ -39,6 +38,7 @@ use uuid::Uuid;
 
 use crate::catalog::{ChangeKind, Failpoint, TableChange};
 use crate::error::{LakeError, Result};
+use crate::manifest_write::{Layout, NewManifest};
 use crate::table::Table;
 
 /// A row test for [`Replace::Rows`]: true for the rows to remove.
@@ -728,22 +728,33 @@ impl Table {
         }
         let commit_uuid = Uuid::now_v7();
         let mut counter = 0u32;
+        // Each spec's manifest layout, worked out once for this commit (see
+        // `crate::manifest_write`).
+        let mut layouts: HashMap<i32, Option<Arc<Layout>>> = HashMap::new();
         // A new data manifest of this snapshot in partition spec `spec`, under a name unique to
         // this commit attempt.
-        let mut new_manifest = |spec: &PartitionSpecRef| -> Result<ManifestWriter> {
+        let mut new_manifest = async |spec: &PartitionSpecRef| -> Result<NewManifest> {
             counter += 1;
             let path = crate::storage::join(
                 md.location(),
                 &format!("metadata/{commit_uuid}-m{counter}.avro"),
             );
             let out = file_io.new_output(path).map_err(ice)?;
-            Ok(ManifestWriterBuilder::new(
+            let layout = match layouts.get(&spec.spec_id()) {
+                Some(l) => l.clone(),
+                None => {
+                    let l = Layout::new(&schema, spec).await.map_err(ice)?.map(Arc::new);
+                    layouts.insert(spec.spec_id(), l.clone());
+                    l
+                }
+            };
+            Ok(NewManifest::new(
                 out,
-                Some(snapshot_id),
-                schema.clone(),
-                spec.as_ref().clone(),
-            )
-            .build_v2_data())
+                snapshot_id,
+                &schema,
+                spec,
+                layout.as_ref(),
+            ))
         };
 
         // 1. The parent's manifests, rewriting those that hold replaced files (each in its own
@@ -831,10 +842,10 @@ impl Table {
                     manifests.push(mf.clone());
                     continue;
                 }
-                let mut w = new_manifest(&spec)?;
+                let mut w = new_manifest(&spec).await?;
                 for e in &keep {
                     w.add_existing_file(
-                        e.data_file().clone(),
+                        e.data_file(),
                         e.snapshot_id().unwrap_or(mf.added_snapshot_id),
                         e.sequence_number().unwrap_or(mf.sequence_number),
                         e.file_sequence_number.or(Some(mf.sequence_number)),
@@ -843,7 +854,7 @@ impl Table {
                 }
                 for e in &drop {
                     w.add_delete_file(
-                        e.data_file().clone(),
+                        e.data_file(),
                         e.sequence_number().unwrap_or(mf.sequence_number),
                         e.file_sequence_number.or(Some(mf.sequence_number)),
                     )
@@ -901,7 +912,7 @@ impl Table {
             let (merge, keep): (Vec<_>, Vec<_>) = manifests
                 .into_iter()
                 .partition(|mf| merge_tier(mf).map(|t| (mf.partition_spec_id, t)) == Some(group));
-            let mut w = new_manifest(&self.partition_spec(group.0)?)?;
+            let mut w = new_manifest(&self.partition_spec(group.0)?).await?;
             let mut merged_deleted = Vec::new();
             for mf in &merge {
                 let manifest = self.catalog().manifest(mf).await.map_err(ice)?;
@@ -916,7 +927,7 @@ impl Table {
                         ManifestStatus::Deleted => {}
                         _ => w
                             .add_existing_file(
-                                e.data_file().clone(),
+                                e.data_file(),
                                 e.snapshot_id().unwrap_or(mf.added_snapshot_id),
                                 seq,
                                 fseq,
@@ -926,7 +937,7 @@ impl Table {
                 }
             }
             for (df, seq, fseq) in merged_deleted {
-                w.add_delete_file(df, seq, fseq).map_err(ice)?;
+                w.add_delete_file(&df, seq, fseq).map_err(ice)?;
             }
             for mf in &merge {
                 if merged_here.remove(&mf.manifest_path) {
@@ -943,9 +954,9 @@ impl Table {
 
         // 3. The new files' manifest (the default spec: they were written with it).
         if !added.is_empty() {
-            let mut w = new_manifest(&default_spec)?;
+            let mut w = new_manifest(&default_spec).await?;
             for f in &added {
-                w.add_file(f.clone(), -1).map_err(ice)?;
+                w.add_file(f, -1).map_err(ice)?;
             }
             manifests.push(w.write_manifest_file().await.map_err(ice)?);
         }
