@@ -6,9 +6,9 @@
 //! late-season daily run (scale 1, a fresh process) that was about a quarter of a run's
 //! growth over an early one's, since a commit that removes a file rewrites the whole manifest
 //! that listed it, and merges rewrite tiers of them. Here the header (the Avro schema, the
-//! table schema and the partition spec) comes from iceberg-rust's writer, run once per
-//! partition spec on an empty manifest in memory, so every reader sees the header it always
-//! saw; the entries are encoded by the layout of Iceberg's v2 manifest schema, checked against
+//! table schema and the partition spec) comes from iceberg-rust's writer, run on an empty
+//! manifest in memory once per table schema and partition spec and kept on the catalog handle,
+//! so every reader sees the header it always saw; the entries are encoded by the layout of Iceberg's v2 manifest schema, checked against
 //! that header's Avro schema before it is trusted. A header whose layout is not the expected
 //! one, or a partition value of a type this encoder does not write (decimal, UUID, fixed), sends
 //! the manifest to iceberg-rust's writer instead: the file is the same either way, read by the
@@ -106,6 +106,13 @@ impl Layout {
             partition_type,
             parts,
         }))
+    }
+}
+
+impl Layout {
+    /// About what it takes in memory, for the catalog handle's budget.
+    pub(crate) fn bytes(&self) -> u64 {
+        (self.header.len() + 64 * self.parts.len() + 256) as u64
     }
 }
 

@@ -50,6 +50,8 @@ enum Parsed {
     Manifest(Arc<Manifest>),
     Metadata(Arc<TableMetadata>, Arc<RefMap>),
     KeyIndex(Arc<crate::lookup::KeyIndex>),
+    /// A manifest layout; `None`: manifests of that spec go to iceberg-rust's writer.
+    Layout(Option<Arc<crate::manifest_write::Layout>>),
     Footer(parquet::arrow::arrow_reader::ArrowReaderMetadata),
 }
 
@@ -266,6 +268,29 @@ impl Catalog {
         let ix = Arc::new(read().await?);
         cache.put(slot, Parsed::KeyIndex(ix.clone()), ix.bytes());
         Ok(ix)
+    }
+
+    /// The manifest layout of a table's schema and partition spec (see
+    /// [`crate::manifest_write`]) under `slot`, worked out once per catalog handle by `build` (a
+    /// table's schema and spec of a given id never change).
+    pub(crate) async fn manifest_layout_cached<F, Fut>(
+        &self,
+        slot: &str,
+        build: F,
+    ) -> iceberg::Result<Option<Arc<crate::manifest_write::Layout>>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = iceberg::Result<Option<crate::manifest_write::Layout>>>,
+    {
+        let cache = &self.inner.parsed;
+        if let Some(Parsed::Layout(layout)) = cache.get(slot) {
+            return Ok(layout);
+        }
+        let layout = build().await?.map(Arc::new);
+        let bytes = layout.as_ref().map_or(64, |l| l.bytes());
+        // Not a file parsed: kept without counting as one.
+        cache.keep(slot, Parsed::Layout(layout.clone()), bytes);
+        Ok(layout)
     }
 
     /// A data file opened for parquet's reader, with its parsed footer: from this handle when

@@ -728,9 +728,6 @@ impl Table {
         }
         let commit_uuid = Uuid::now_v7();
         let mut counter = 0u32;
-        // Each spec's manifest layout, worked out once for this commit (see
-        // `crate::manifest_write`).
-        let mut layouts: HashMap<i32, Option<Arc<Layout>>> = HashMap::new();
         // A new data manifest of this snapshot in partition spec `spec`, under a name unique to
         // this commit attempt.
         let mut new_manifest = async |spec: &PartitionSpecRef| -> Result<NewManifest> {
@@ -740,14 +737,19 @@ impl Table {
                 &format!("metadata/{commit_uuid}-m{counter}.avro"),
             );
             let out = file_io.new_output(path).map_err(ice)?;
-            let layout = match layouts.get(&spec.spec_id()) {
-                Some(l) => l.clone(),
-                None => {
-                    let l = Layout::new(&schema, spec).await.map_err(ice)?.map(Arc::new);
-                    layouts.insert(spec.spec_id(), l.clone());
-                    l
-                }
-            };
+            // The spec's manifest layout, kept on the handle (see `crate::manifest_write`).
+            let slot = format!(
+                "{}\u{0}manifest layout {} {} {}",
+                md.location(),
+                md.uuid(),
+                schema.schema_id(),
+                spec.spec_id()
+            );
+            let layout = self
+                .catalog()
+                .manifest_layout_cached(&slot, || Layout::new(&schema, spec))
+                .await
+                .map_err(ice)?;
             Ok(NewManifest::new(
                 out,
                 snapshot_id,
