@@ -244,16 +244,13 @@ impl NewManifest {
     /// `sequence_number` is negative).
     pub(crate) fn add_file(&mut self, file: &DataFile, sequence_number: i64) -> Result<()> {
         match self {
-            NewManifest::Ours(e) => {
-                let snapshot = e.snapshot_id;
-                e.add(
-                    ManifestStatus::Added,
-                    Some(snapshot),
-                    (sequence_number >= 0).then_some(sequence_number),
-                    None,
-                    file,
-                )
-            }
+            NewManifest::Ours(e) => e.add(
+                ManifestStatus::Added,
+                None,
+                (sequence_number >= 0).then_some(sequence_number),
+                None,
+                file,
+            ),
             NewManifest::Theirs(w) => w.add_file(file.clone(), sequence_number),
         }
     }
@@ -291,16 +288,13 @@ impl NewManifest {
         file_sequence_number: Option<i64>,
     ) -> Result<()> {
         match self {
-            NewManifest::Ours(e) => {
-                let snapshot = e.snapshot_id;
-                e.add(
-                    ManifestStatus::Deleted,
-                    Some(snapshot),
-                    Some(sequence_number),
-                    file_sequence_number,
-                    file,
-                )
-            }
+            NewManifest::Ours(e) => e.add(
+                ManifestStatus::Deleted,
+                None,
+                Some(sequence_number),
+                file_sequence_number,
+                file,
+            ),
             NewManifest::Theirs(w) => {
                 w.add_delete_file(file.clone(), sequence_number, file_sequence_number)
             }
@@ -335,6 +329,7 @@ pub(crate) struct Encoder {
 }
 
 impl Encoder {
+    /// One entry; `snapshot_id` `None`: this manifest's snapshot.
     fn add(
         &mut self,
         status: ManifestStatus,
@@ -390,7 +385,7 @@ impl Encoder {
 
         let b = &mut self.block;
         long(b, status as i64);
-        opt_long(b, snapshot_id);
+        opt_long(b, snapshot_id.or(Some(self.snapshot_id)));
         opt_long(b, sequence_number);
         opt_long(b, file_sequence_number);
         long(b, file.content_type() as i64);
