@@ -166,6 +166,12 @@ pub(crate) fn parse(
     Ok(Manifest::new(metadata, entries))
 }
 
+/// True when this decoder reads `bytes` itself (does not hand it to iceberg-rust).
+#[cfg(test)]
+pub(crate) fn decodes_here(bytes: &[u8], headers: &Headers) -> bool {
+    decode(bytes, headers).is_ok()
+}
+
 /// What the manifest list says of an entry whose manifest leaves it out (as iceberg-rust's
 /// `ManifestEntry::inherit_data`, which is not public).
 fn inherit(entry: &mut ManifestEntry, mf: &ManifestFile) {
