@@ -8,8 +8,9 @@
 //! that listed it, and merges rewrite tiers of them. Here the header (the Avro schema, the
 //! table schema and the partition spec) comes from iceberg-rust's writer, run on an empty
 //! manifest in memory once per table schema and partition spec and kept on the catalog handle,
-//! so every reader sees the header it always saw; the entries are encoded by the layout of Iceberg's v2 manifest schema, checked against
-//! that header's Avro schema before it is trusted. A header whose layout is not the expected
+//! so every reader sees the header it always saw; the entries are encoded by the layout of
+//! Iceberg's v2 manifest schema, checked against that header's Avro schema before it is
+//! trusted. A header whose layout is not the expected
 //! one, or a partition value of a type this encoder does not write (decimal, UUID, fixed), sends
 //! the manifest to iceberg-rust's writer instead: the file is the same either way, read by the
 //! same readers (the tests hold the two to the same entries and the same manifest list entry).
@@ -22,7 +23,7 @@ use iceberg::io::{FileIO, OutputFile};
 use iceberg::spec::{
     DataContentType, DataFile, Datum, FieldSummary, ManifestContentType, ManifestFile,
     ManifestStatus, ManifestWriter, ManifestWriterBuilder, PartitionSpec, PrimitiveLiteral,
-    PrimitiveType, SchemaRef, StructType, Type,
+    PrimitiveType, SchemaRef, Type,
 };
 use iceberg::{Error, ErrorKind, Result};
 
@@ -71,23 +72,22 @@ enum Part {
 }
 
 /// What writing the manifests of one partition spec needs: the container header iceberg-rust
-/// writes for them (ending in its sync marker) and how each partition field is encoded.
+/// writes for them (ending in its sync marker) and each partition field's type and encoding.
 pub(crate) struct Layout {
     header: Vec<u8>,
-    partition_type: StructType,
-    parts: Vec<Part>,
+    parts: Vec<(Part, PrimitiveType)>,
 }
 
 impl Layout {
     /// The layout of a v2 data manifest of `spec` under `schema`; `None` when this encoder
     /// does not write it (see the module's docs).
     pub(crate) async fn new(schema: &SchemaRef, spec: &PartitionSpec) -> Result<Option<Layout>> {
-        let partition_type = spec.partition_type(schema)?;
-        let Some(parts) = partition_type
+        let Some(parts) = spec
+            .partition_type(schema)?
             .fields()
             .iter()
             .map(|f| part(&f.field_type))
-            .collect::<Option<Vec<Part>>>()
+            .collect::<Option<Vec<_>>>()
         else {
             return Ok(None);
         };
@@ -98,29 +98,23 @@ impl Layout {
                 .build_v2_data();
         writer.write_manifest_file().await?;
         let header = io.new_input(path)?.read().await?.to_vec();
-        if !header_fits(&header, partition_type.fields().len()) {
+        if !header_fits(&header, parts.len()) {
             return Ok(None);
         }
-        Ok(Some(Layout {
-            header,
-            partition_type,
-            parts,
-        }))
+        Ok(Some(Layout { header, parts }))
     }
-}
 
-impl Layout {
     /// About what it takes in memory, for the catalog handle's budget.
     pub(crate) fn bytes(&self) -> u64 {
         (self.header.len() + 64 * self.parts.len() + 256) as u64
     }
 }
 
-fn part(ty: &Type) -> Option<Part> {
+fn part(ty: &Type) -> Option<(Part, PrimitiveType)> {
     let Type::Primitive(p) = ty else {
         return None;
     };
-    Some(match p {
+    let part = match p {
         PrimitiveType::Boolean => Part::Boolean,
         PrimitiveType::Int | PrimitiveType::Date => Part::Int,
         PrimitiveType::Long
@@ -135,7 +129,8 @@ fn part(ty: &Type) -> Option<Part> {
         PrimitiveType::Decimal { .. } | PrimitiveType::Uuid | PrimitiveType::Fixed(_) => {
             return None;
         }
-    })
+    };
+    Some((part, p.clone()))
 }
 
 /// True when `header` is an Avro container header with no codec whose schema is the v2
@@ -227,10 +222,9 @@ impl NewManifest {
                 deleted: (0, 0),
                 min_seq: None,
                 stats: layout
-                    .partition_type
-                    .fields()
+                    .parts
                     .iter()
-                    .map(|f| Stats::new(&f.field_type))
+                    .map(|(_, ty)| Stats::new(ty.clone()))
                     .collect(),
             })),
             None => NewManifest::Theirs(Box::new(
@@ -397,7 +391,7 @@ impl Encoder {
                 .to_ascii_uppercase()
                 .as_bytes(),
         );
-        for ((value, part), stats) in values
+        for ((value, (part, _)), stats) in values
             .iter()
             .zip(&self.layout.parts)
             .zip(self.stats.iter_mut())
@@ -529,7 +523,7 @@ impl Encoder {
 /// A partition field's summary over every entry of the manifest (deleted ones too, as
 /// iceberg-rust's and Java's writers count them).
 struct Stats {
-    ty: Option<PrimitiveType>,
+    ty: PrimitiveType,
     contains_null: bool,
     contains_nan: bool,
     lower: Option<Datum>,
@@ -537,9 +531,9 @@ struct Stats {
 }
 
 impl Stats {
-    fn new(ty: &Type) -> Stats {
+    fn new(ty: PrimitiveType) -> Stats {
         Stats {
-            ty: ty.as_primitive_type().cloned(),
+            ty,
             contains_null: false,
             contains_nan: false,
             lower: None,
@@ -552,7 +546,7 @@ impl Stats {
             self.contains_null = true;
             return Ok(());
         };
-        let Some(value) = self.ty.as_ref().and_then(|t| datum(t, value)) else {
+        let Some(value) = datum(&self.ty, value) else {
             return Err(Error::new(
                 ErrorKind::DataInvalid,
                 "a partition value is not of its field's type",
