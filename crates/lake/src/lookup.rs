@@ -22,7 +22,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
+use arrow_array::RecordBatch;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
@@ -140,25 +140,25 @@ impl Table {
         }
 
         let projected = self.projected_schema(&selected)?;
-        let asked = KeySet::new(field_id, keys.iter().map(|k| k.to_string()).collect());
+        let asked = Arc::new(KeySet::new(
+            field_id,
+            keys.iter().map(|k| k.to_string()).collect(),
+        ));
         let batches: Vec<RecordBatch> = self
-            .read_file_tasks_keyed(wanted, projected, ctx(), Some(Arc::new(asked)))?
+            .read_file_tasks_keyed(wanted, projected, ctx(), Some(asked.clone()))?
             .try_collect()
             .await?;
         for b in batches {
-            let ids = b
-                .column(0)
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .ok_or_else(|| LakeError::Schema {
-                    table: name.clone(),
-                    detail: format!("lookup key {key:?} was not read as a string"),
-                })?;
-            let keep: BooleanArray = (0..ids.len())
-                .map(|i| Some(ids.is_valid(i) && keys.contains(ids.value(i))))
-                .collect();
-            let kept = arrow::compute::filter_record_batch(&b, &keep)
-                .map_err(|e| LakeError::arrow(ctx(), e))?;
+            // A file lake read itself hands back only the asked keys' rows; one iceberg's
+            // reader read (delete files, an evolved schema) hands back every row: the same test
+            // keeps the asked ones.
+            let keep = asked.keep(&b).map_err(|e| LakeError::arrow(ctx(), e))?;
+            let kept = if keep.true_count() == b.num_rows() {
+                b
+            } else {
+                arrow::compute::filter_record_batch(&b, &keep)
+                    .map_err(|e| LakeError::arrow(ctx(), e))?
+            };
             if kept.num_rows() > 0 {
                 out.batches.push(kept);
             }

@@ -617,8 +617,11 @@ impl KeySet {
         })
     }
 
-    /// Which rows of `batch` (the key column alone) hold one of the keys; a null key is none.
-    fn keep(&self, batch: &RecordBatch) -> std::result::Result<BooleanArray, ArrowError> {
+    /// Which rows of `batch` (the key column first) hold one of the keys; a null key is none.
+    pub(crate) fn keep(
+        &self,
+        batch: &RecordBatch,
+    ) -> std::result::Result<BooleanArray, ArrowError> {
         let ids = batch
             .column(0)
             .as_any()
