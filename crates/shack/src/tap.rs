@@ -64,7 +64,7 @@ use chrono::{DateTime, Timelike, Utc};
 use lake::iceberg::spec::DataFile;
 use lake::{At, Catalog, LakeError, Table, TableChange};
 use serde::Serialize;
-use sugarbush::{LandedFile, Progress, Source};
+use sugarbush::{LandedFile, Progress, Seen, Source};
 
 use crate::bronze::{self, LANDING_FILES, STATUS_CHANGED, STATUS_DUPLICATE, STATUS_TAPPED, props};
 use crate::error::{Result, ShackError};
@@ -320,28 +320,21 @@ impl Recorded {
     /// False when the file cannot have been rewritten since it was recorded: its size is the
     /// recorded one and it was last modified well before the recording run started (so the
     /// recorded hash was taken of these bytes). A file that is gone cannot hold anything new.
-    fn may_have_changed(&self, path: &Path) -> Result<bool> {
-        let meta = match std::fs::metadata(path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(error) => {
-                return Err(ShackError::Read {
-                    path: path.to_path_buf(),
-                    line: None,
-                    error,
-                });
-            }
+    /// `seen` is what this run's listing found (one lookup per file, relative to its folder).
+    fn may_have_changed(&self, seen: Option<&Seen>) -> bool {
+        let Some(seen) = seen else {
+            return false;
         };
-        if i64::try_from(meta.len()).ok() != Some(self.bytes) {
-            return Ok(true);
+        if i64::try_from(seen.bytes).ok() != Some(self.bytes) {
+            return true;
         }
-        let Ok(modified) = meta.modified() else {
+        let Some(modified) = seen.modified else {
             // No modification times here: only the hash can tell.
-            return Ok(true);
+            return true;
         };
         let modified_us = DateTime::<Utc>::from(modified).timestamp_micros();
         let slack_us = i64::try_from(MTIME_SLACK.as_micros()).unwrap_or(i64::MAX);
-        Ok(modified_us > self.tapped_at_us.saturating_sub(slack_us))
+        modified_us > self.tapped_at_us.saturating_sub(slack_us)
     }
 }
 
@@ -529,7 +522,7 @@ pub(crate) async fn tap_as(
             match known.names.get(&f.relative_name) {
                 None => todo.push((f, None)),
                 Some(r) => {
-                    if r.may_have_changed(&f.path)? {
+                    if r.may_have_changed(f.seen.as_ref()) {
                         let previous = r.sha256.clone();
                         todo.push((f, Some(previous)));
                     }

@@ -11,6 +11,7 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -49,6 +50,35 @@ pub struct LandedFile {
     /// `payments/2026-08-17/20260817T000012Z-payments-20260816T23.jsonl`.
     pub relative_name: String,
     pub arrived_at: DateTime<Utc>,
+    /// Its size and modification time when it was listed, or `None` when it was gone by then
+    /// (deleted between the folder's listing and its own).
+    pub seen: Option<Seen>,
+}
+
+/// A landing file's size and modification time, as the listing found them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Seen {
+    pub bytes: u64,
+    /// `None` where the file system keeps no modification times.
+    pub modified: Option<SystemTime>,
+}
+
+/// What `entry` is (a symbolic link is followed, as opening its path would) and, for a file,
+/// its size and modification time. `Ok(None)`: it was gone by the time it was looked at.
+///
+/// An entry's own metadata is looked up relative to the folder being listed (`fstatat` on
+/// Linux), not by walking its whole path again: a tap lists every landing file every run.
+fn entry_metadata(entry: &fs::DirEntry) -> std::io::Result<Option<fs::Metadata>> {
+    let found = match entry.file_type() {
+        Ok(t) if t.is_symlink() => fs::metadata(entry.path()),
+        Ok(_) => entry.metadata(),
+        Err(e) => Err(e),
+    };
+    match found {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Parses a landing file name, or a path ending in one, into its source and arrival time.
@@ -94,7 +124,8 @@ pub(crate) fn relative_name(source: Source, arrived_ms: i64, label: &str) -> Str
 }
 
 /// The landing files of `source` that had arrived by `through` (inclusive), in arrival order
-/// (then by name). Cheap: lists folders and parses names, never reads a file.
+/// (then by name). Cheap: lists folders, parses names and looks up each listed file's size and
+/// modification time ([`Seen`]), never reads a file.
 ///
 /// A missing `landing/<source>` folder means nothing has arrived yet (an empty list). Hidden
 /// entries (a name starting with `.`, such as a temporary file a crashed writer left behind)
@@ -122,7 +153,11 @@ pub fn landed(
         let day = time::parse_date(&day_name).ok_or_else(|| SugarbushError::BadLandingName {
             path: day_path.clone(),
         })?;
-        if !day_path.is_dir() {
+        // A folder that vanished since the listing holds nothing.
+        let Some(day_meta) = entry_metadata(&day_entry).at(&day_path)? else {
+            continue;
+        };
+        if !day_meta.is_dir() {
             return Err(SugarbushError::BadLandingName { path: day_path });
         }
         if day > last_day {
@@ -145,11 +180,16 @@ pub fn landed(
             if arrived_ms > through_ms {
                 continue;
             }
+            let seen = entry_metadata(&entry).at(&path)?.map(|m| Seen {
+                bytes: m.len(),
+                modified: m.modified().ok(),
+            });
             out.push(LandedFile {
                 source,
                 relative_name: format!("{}/{}/{}", source.as_str(), day_name, file_name),
                 path,
                 arrived_at: parsed.arrived_at,
+                seen,
             });
         }
     }

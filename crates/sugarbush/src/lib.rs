@@ -42,7 +42,8 @@ use serde::{Deserialize, Serialize};
 pub use error::{Result, SugarbushError};
 pub use events::{API_V1, API_V2};
 pub use landing::{
-    LandedFile, LandingName, landed, landing_digest, landing_dir, parse_landing_name, truth_dir,
+    LandedFile, LandingName, Seen, landed, landing_digest, landing_dir, parse_landing_name,
+    truth_dir,
 };
 pub use progress::{NoProgress, Progress};
 pub use season::{MAX_SCALE, thousands};

@@ -624,6 +624,11 @@ fn landed_returns_only_what_had_arrived_in_arrival_order() {
                         .arrived_at,
                     f.arrived_at
                 );
+                // The listing's size and time are the file's own.
+                let meta = fs::metadata(&f.path).expect("metadata");
+                let seen = f.seen.expect("a listed file was seen");
+                assert_eq!(seen.bytes, meta.len(), "{}", f.relative_name);
+                assert_eq!(seen.modified, meta.modified().ok(), "{}", f.relative_name);
             }
         }
     }
