@@ -827,23 +827,16 @@ fn refs_of(metadata_json: &[u8]) -> serde_json::Result<RefMap> {
     #[derive(serde::Deserialize)]
     struct Refs {
         #[serde(default)]
-        refs: BTreeMap<String, Ref>,
+        refs: BTreeMap<String, iceberg::spec::SnapshotReference>,
         #[serde(rename = "current-snapshot-id", default)]
         current_snapshot_id: Option<i64>,
     }
-    #[derive(serde::Deserialize)]
-    struct Ref {
-        #[serde(rename = "snapshot-id")]
-        snapshot_id: i64,
-        #[serde(rename = "type")]
-        kind: String,
-    }
     let parsed: Refs = serde_json::from_slice(metadata_json)?;
-    let mut out: RefMap = parsed
-        .refs
-        .into_iter()
-        .map(|(name, r)| (name, (r.kind != "tag", r.snapshot_id)))
-        .collect();
+    let mut out = RefMap::new();
+    for (name, r) in parsed.refs {
+        out.insert(name.clone(), (r.is_branch(), r.snapshot_id));
+        out.set_retention(&name, r.retention);
+    }
     if let Some(id) = parsed.current_snapshot_id.filter(|id| *id != -1) {
         out.entry(iceberg::spec::MAIN_BRANCH.to_string())
             .or_insert((true, id));
@@ -917,12 +910,19 @@ mod tests {
         let json = br#"{"refs": {"audit": {"snapshot-id": 7, "type": "branch"},
             "v1": {"snapshot-id": 5, "type": "tag", "max-ref-age-ms": 10}},
             "current-snapshot-id": 9}"#;
-        let want = RefMap::from([
+        let mut want = RefMap::from([
             ("audit".to_string(), (true, 7)),
             ("v1".to_string(), (false, 5)),
             ("main".to_string(), (true, 9)),
         ]);
+        want.set_retention(
+            "v1",
+            iceberg::spec::SnapshotRetention::Tag {
+                max_ref_age_ms: Some(10),
+            },
+        );
         assert_eq!(refs_of(json).unwrap(), want);
+        assert_eq!(refs_of(json).unwrap().retention().len(), 1);
         assert_eq!(
             refs_of(br#"{"current-snapshot-id": -1}"#).unwrap(),
             RefMap::new()

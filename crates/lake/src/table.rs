@@ -92,24 +92,9 @@ pub struct Table {
     name: TableName,
     inner: IcebergTable,
     version: u64,
-    /// Ref name -> (is a branch, snapshot id). iceberg-rust keeps its ref map private.
+    /// Ref name -> (is a branch, snapshot id), with the refs' retention settings. iceberg-rust
+    /// keeps its ref map private.
     refs: Arc<RefMap>,
-}
-
-/// The retention settings of every ref of a metadata, read through its serialised form (the
-/// ref map is private upstream).
-pub(crate) fn ref_retentions(md: &TableMetadata) -> BTreeMap<String, SnapshotRetention> {
-    let mut out = BTreeMap::new();
-    if let Ok(v) = serde_json::to_value(md)
-        && let Some(refs) = v.get("refs").and_then(|r| r.as_object())
-    {
-        for (name, r) in refs {
-            if let Ok(r) = serde_json::from_value::<SnapshotReference>(r.clone()) {
-                out.insert(name.clone(), r.retention);
-            }
-        }
-    }
-    out
 }
 
 impl fmt::Debug for Table {
@@ -394,22 +379,11 @@ impl Table {
         let branch_ref =
             |id: i64| SnapshotReference::new(id, SnapshotRetention::branch(None, None, None));
         // A moved branch keeps its retention settings (min-snapshots-to-keep, max-snapshot-age-ms,
-        // max-ref-age-ms); a created one gets the defaults. Read only when a branch moves.
-        let mut retention = if ops
-            .iter()
-            .any(|op| matches!(op, RefOp::FastForward { .. } | RefOp::Reset { .. }))
-        {
-            ref_retentions(md)
-        } else {
-            BTreeMap::new()
+        // max-ref-age-ms); a created one gets the defaults. The settings travel with the refs.
+        let moved_ref = |refs: &RefMap, name: &str, id: i64| match refs.retention().get(name) {
+            Some(r @ SnapshotRetention::Branch { .. }) => SnapshotReference::new(id, r.clone()),
+            _ => branch_ref(id),
         };
-        let moved_ref =
-            |retention: &BTreeMap<String, SnapshotRetention>, name: &str, id: i64| match retention
-                .get(name)
-            {
-                Some(r @ SnapshotRetention::Branch { .. }) => SnapshotReference::new(id, r.clone()),
-                _ => branch_ref(id),
-            };
         for op in ops {
             b = match op {
                 RefOp::CreateBranch { name, snapshot_id }
@@ -433,7 +407,7 @@ impl Table {
                         )
                     };
                     refs.insert(name.clone(), (is_branch, *snapshot_id));
-                    retention.remove(name);
+                    refs.set_retention(name, r.retention.clone());
                     b.set_ref(name, r).map_err(|e| {
                         LakeError::iceberg(format!("creating ref {name} of {table}"), e)
                     })?
@@ -459,7 +433,7 @@ impl Table {
                         _ => {}
                     }
                     refs.insert(branch.clone(), (true, *to));
-                    b.set_ref(branch, moved_ref(&retention, branch, *to))
+                    b.set_ref(branch, moved_ref(&refs, branch, *to))
                         .map_err(|e| LakeError::iceberg(format!("moving {branch} of {table}"), e))?
                 }
                 RefOp::Reset { branch, to } => {
@@ -472,7 +446,7 @@ impl Table {
                         });
                     }
                     refs.insert(branch.clone(), (true, *to));
-                    b.set_ref(branch, moved_ref(&retention, branch, *to))
+                    b.set_ref(branch, moved_ref(&refs, branch, *to))
                         .map_err(|e| {
                             LakeError::iceberg(format!("resetting {branch} of {table}"), e)
                         })?
@@ -483,7 +457,6 @@ impl Table {
                             table: table.clone(),
                         });
                     }
-                    retention.remove(name);
                     if refs.remove(name).is_none() {
                         return Err(LakeError::NoSuchRef {
                             table: table.clone(),

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use iceberg::spec::TableMetadata;
+use iceberg::spec::{SnapshotReference, SnapshotRetention, TableMetadata};
 
 use std::fmt;
 
@@ -91,20 +91,105 @@ impl fmt::Display for TableName {
     }
 }
 
-/// Ref name -> (is a branch, snapshot id).
-pub(crate) type RefMap = BTreeMap<String, (bool, i64)>;
+/// A table's refs: name -> (is a branch, snapshot id), and the retention settings of the refs
+/// that have any (a branch's `min-snapshots-to-keep`, `max-snapshot-age-ms`, `max-ref-age-ms`; a
+/// tag's `max-ref-age-ms`), so that moving a branch keeps them without serialising the whole
+/// metadata to find them (iceberg keeps the ref map private).
+///
+/// Derefs to the heads. [`RefMap::remove`] forgets a ref's retention with it; a ref created or
+/// moved by lake keeps what [`RefMap::retention`] says (nothing, for one lake created).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RefMap {
+    heads: BTreeMap<String, (bool, i64)>,
+    retention: BTreeMap<String, SnapshotRetention>,
+}
+
+impl RefMap {
+    pub(crate) fn new() -> RefMap {
+        RefMap::default()
+    }
+
+    /// The retention settings of the refs that have any.
+    pub(crate) fn retention(&self) -> &BTreeMap<String, SnapshotRetention> {
+        &self.retention
+    }
+
+    /// Sets (or, with the defaults, forgets) the retention settings of `name`.
+    pub(crate) fn set_retention(&mut self, name: &str, retention: SnapshotRetention) {
+        if is_default_retention(&retention) {
+            self.retention.remove(name);
+        } else {
+            self.retention.insert(name.to_string(), retention);
+        }
+    }
+
+    /// Removes a ref and its retention settings.
+    pub(crate) fn remove(&mut self, name: &str) -> Option<(bool, i64)> {
+        self.retention.remove(name);
+        self.heads.remove(name)
+    }
+}
+
+/// True for a branch or tag with no retention setting of its own.
+fn is_default_retention(r: &SnapshotRetention) -> bool {
+    matches!(
+        r,
+        SnapshotRetention::Branch {
+            min_snapshots_to_keep: None,
+            max_snapshot_age_ms: None,
+            max_ref_age_ms: None,
+        } | SnapshotRetention::Tag {
+            max_ref_age_ms: None
+        }
+    )
+}
+
+impl std::ops::Deref for RefMap {
+    type Target = BTreeMap<String, (bool, i64)>;
+    fn deref(&self) -> &Self::Target {
+        &self.heads
+    }
+}
+
+impl std::ops::DerefMut for RefMap {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.heads
+    }
+}
+
+impl<'a> IntoIterator for &'a RefMap {
+    type Item = (&'a String, &'a (bool, i64));
+    type IntoIter = std::collections::btree_map::Iter<'a, String, (bool, i64)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.heads.iter()
+    }
+}
+
+impl FromIterator<(String, (bool, i64))> for RefMap {
+    fn from_iter<I: IntoIterator<Item = (String, (bool, i64))>>(iter: I) -> RefMap {
+        RefMap {
+            heads: iter.into_iter().collect(),
+            retention: BTreeMap::new(),
+        }
+    }
+}
+
+impl<const N: usize> From<[(String, (bool, i64)); N]> for RefMap {
+    fn from(heads: [(String, (bool, i64)); N]) -> RefMap {
+        heads.into_iter().collect()
+    }
+}
 
 /// The refs of a metadata, read through its serialised form (the map is private upstream).
 pub(crate) fn ref_map(md: &TableMetadata) -> RefMap {
-    let mut out = BTreeMap::new();
+    let mut out = RefMap::new();
     if let Ok(v) = serde_json::to_value(md)
         && let Some(refs) = v.get("refs").and_then(|r| r.as_object())
     {
         for (name, r) in refs {
-            let id = r.get("snapshot-id").and_then(|i| i.as_i64());
-            let is_branch = r.get("type").and_then(|t| t.as_str()) != Some("tag");
-            if let Some(id) = id {
-                out.insert(name.clone(), (is_branch, id));
+            if let Ok(r) = serde_json::from_value::<SnapshotReference>(r.clone()) {
+                out.insert(name.clone(), (r.is_branch(), r.snapshot_id));
+                out.set_retention(name, r.retention);
             }
         }
     }
