@@ -588,7 +588,12 @@ impl Catalog {
             return Ok(None);
         };
         let (location, bytes) = self
-            .write_metadata(&change.table, md, change.base.as_deref())
+            .write_metadata(
+                &change.table,
+                md,
+                change.base.as_deref(),
+                change.refs.as_deref(),
+            )
             .await?;
         // What the commit keeps for the next reader is the metadata as written; lake's own
         // tests check that a reader of the file parses exactly that (not every debug build:
@@ -794,6 +799,7 @@ impl Catalog {
         name: &TableName,
         md: &TableMetadata,
         base: Option<&str>,
+        refs: Option<&RefMap>,
     ) -> Result<(String, Bytes)> {
         let next_number = base.and_then(metadata_number).map(|n| n + 1).unwrap_or(0);
         let loc = storage::join(
@@ -803,7 +809,7 @@ impl Catalog {
                 uuid::Uuid::new_v4()
             ),
         );
-        let bytes = serde_json::to_vec(md)
+        let bytes = crate::metadata_json::to_vec(md, refs)
             .map_err(|e| LakeError::Other(format!("serialising metadata of {name}: {e}")))?;
         let bytes = Bytes::from(bytes);
         if !storage::put_if_absent(self.stores(), &loc, bytes.clone()).await? {

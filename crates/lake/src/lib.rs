@@ -48,6 +48,7 @@ mod maintenance;
 mod manifest;
 mod manifest_write;
 mod merge;
+mod metadata_json;
 mod plan;
 mod read;
 mod row_filter;

@@ -1,0 +1,271 @@
+//! Table metadata as the JSON a commit writes, without iceberg-rust's clone of it.
+//!
+//! iceberg-rust serialises `TableMetadata` by cloning the whole of it into its versioned serde
+//! structs first, every snapshot and every snapshot summary included. A table whose every
+//! publish is tagged keeps every snapshot, so that clone grows with the table's history: it was
+//! about half of the time a `season` spent writing metadata. Here a format-v2 table's metadata
+//! is written field by field from borrowed parts, in iceberg-rust's own order and with its own
+//! serialisers for every part but the snapshots and refs (whose serde structs are private), so
+//! a reader parses the same metadata. Other format versions, and metadata whose refs the
+//! writer does not know, go to iceberg-rust's serialiser.
+
+use iceberg::spec::{FormatVersion, Snapshot, SnapshotReference, SnapshotRetention, TableMetadata};
+use serde::Serialize;
+use serde::ser::{SerializeMap, SerializeStruct};
+
+use crate::types::RefMap;
+
+/// The JSON of `md`. `refs`, when given, must be `md`'s refs (lake's writers pass the refs they
+/// set; debug builds check them against the metadata when a table is opened).
+pub(crate) fn to_vec(md: &TableMetadata, refs: Option<&RefMap>) -> serde_json::Result<Vec<u8>> {
+    match refs {
+        Some(refs) if md.format_version() == FormatVersion::V2 => {
+            serde_json::to_vec(&V2 { md, refs })
+        }
+        _ => serde_json::to_vec(md),
+    }
+}
+
+/// A format-v2 `TableMetadata` with its refs.
+struct V2<'a> {
+    md: &'a TableMetadata,
+    refs: &'a RefMap,
+}
+
+impl Serialize for V2<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let md = self.md;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("format-version", &2u8)?;
+        m.serialize_entry("table-uuid", &md.uuid())?;
+        m.serialize_entry("location", md.location())?;
+        m.serialize_entry("last-sequence-number", &md.last_sequence_number())?;
+        m.serialize_entry("last-updated-ms", &md.last_updated_ms())?;
+        m.serialize_entry("last-column-id", &md.last_column_id())?;
+        m.serialize_entry("schemas", &Seq(|| md.schemas_iter().map(|s| s.as_ref())))?;
+        m.serialize_entry("current-schema-id", &md.current_schema_id())?;
+        m.serialize_entry(
+            "partition-specs",
+            &Seq(|| md.partition_specs_iter().map(|s| s.as_ref())),
+        )?;
+        m.serialize_entry("default-spec-id", &md.default_partition_spec_id())?;
+        m.serialize_entry("last-partition-id", &md.last_partition_id())?;
+        if !md.properties().is_empty() {
+            m.serialize_entry("properties", md.properties())?;
+        }
+        if let Some(id) = md.current_snapshot_id() {
+            m.serialize_entry("current-snapshot-id", &id)?;
+        }
+        if !md.history().is_empty() {
+            m.serialize_entry("snapshot-log", md.history())?;
+        }
+        if !md.metadata_log().is_empty() {
+            m.serialize_entry("metadata-log", md.metadata_log())?;
+        }
+        m.serialize_entry(
+            "sort-orders",
+            &Seq(|| md.sort_orders_iter().map(|s| s.as_ref())),
+        )?;
+        m.serialize_entry("default-sort-order-id", &md.default_sort_order_id())?;
+        m.serialize_entry("refs", &Refs(self.refs))?;
+        if md.statistics_iter().len() > 0 {
+            m.serialize_entry("statistics", &Seq(|| md.statistics_iter()))?;
+        }
+        if md.partition_statistics_iter().len() > 0 {
+            m.serialize_entry(
+                "partition-statistics",
+                &Seq(|| md.partition_statistics_iter()),
+            )?;
+        }
+        if md.snapshots().len() > 0 {
+            m.serialize_entry(
+                "snapshots",
+                &Seq(|| md.snapshots().map(|s| SnapshotV2(s.as_ref()))),
+            )?;
+        }
+        m.end()
+    }
+}
+
+/// A sequence serialised from an iterator made on demand.
+struct Seq<F>(F);
+
+impl<F, I> Serialize for Seq<F>
+where
+    F: Fn() -> I,
+    I: Iterator,
+    I::Item: Serialize,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq((self.0)())
+    }
+}
+
+/// The refs, as iceberg-rust writes them: every ref by name, `main` included.
+struct Refs<'a>(&'a RefMap);
+
+impl Serialize for Refs<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (name, &(is_branch, id)) in self.0.iter() {
+            let retention = match self.0.retention().get(name) {
+                Some(r) => r.clone(),
+                None if is_branch => SnapshotRetention::branch(None, None, None),
+                None => SnapshotRetention::Tag {
+                    max_ref_age_ms: None,
+                },
+            };
+            m.serialize_entry(name, &SnapshotReference::new(id, retention))?;
+        }
+        m.end()
+    }
+}
+
+/// A snapshot in format v2's shape, borrowed.
+struct SnapshotV2<'a>(&'a Snapshot);
+
+impl Serialize for SnapshotV2<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let snap = self.0;
+        let mut st = s.serialize_struct("SnapshotV2", 7)?;
+        st.serialize_field("snapshot-id", &snap.snapshot_id())?;
+        if let Some(parent) = snap.parent_snapshot_id() {
+            st.serialize_field("parent-snapshot-id", &parent)?;
+        }
+        st.serialize_field("sequence-number", &snap.sequence_number())?;
+        st.serialize_field("timestamp-ms", &snap.timestamp_ms())?;
+        st.serialize_field("manifest-list", snap.manifest_list())?;
+        st.serialize_field("summary", snap.summary())?;
+        if let Some(id) = snap.schema_id() {
+            st.serialize_field("schema-id", &id)?;
+        }
+        st.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ref_map;
+    use iceberg::spec::{
+        MAIN_BRANCH, NestedField, Operation, PrimitiveType, Schema, StatisticsFile, Summary, Type,
+    };
+    use std::collections::HashMap;
+
+    fn snapshot(id: i64, parent: Option<i64>, seq: i64, props: &[(&str, &str)]) -> Snapshot {
+        Snapshot::builder()
+            .with_snapshot_id(id)
+            .with_parent_snapshot_id(parent)
+            .with_sequence_number(seq)
+            .with_timestamp_ms(4_000_000_000_000 + id)
+            .with_manifest_list(format!("file:///t/metadata/snap-{id}.avro"))
+            .with_schema_id(0)
+            .with_summary(Summary {
+                operation: Operation::Append,
+                additional_properties: props
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<HashMap<_, _>>(),
+            })
+            .build()
+    }
+
+    /// Metadata with three snapshots, a branch with retention of its own, a tag, table
+    /// properties and a statistics file.
+    fn rich() -> TableMetadata {
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "id", Type::Primitive(PrimitiveType::String)).into(),
+                NestedField::optional(2, "amount", Type::Primitive(PrimitiveType::Long)).into(),
+            ])
+            .build()
+            .unwrap();
+        let mut b = iceberg::spec::TableMetadataBuilder::new(
+            schema,
+            iceberg::spec::PartitionSpec::unpartition_spec(),
+            iceberg::spec::SortOrder::unsorted_order(),
+            "file:///t".to_string(),
+            FormatVersion::V2,
+            HashMap::from([("write.format.default".to_string(), "parquet".to_string())]),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata
+        .into_builder(Some("file:///t/metadata/00000-a.metadata.json".to_string()));
+        b = b
+            .set_branch_snapshot(snapshot(1, None, 1, &[("k", "v")]), MAIN_BRANCH)
+            .unwrap();
+        b = b
+            .set_branch_snapshot(snapshot(2, Some(1), 2, &[]), "audit")
+            .unwrap();
+        b = b
+            .add_snapshot(snapshot(3, Some(2), 3, &[("sugarshack.x", "1")]))
+            .unwrap()
+            .set_ref(
+                "audit",
+                SnapshotReference::new(3, SnapshotRetention::branch(Some(4), None, Some(99))),
+            )
+            .unwrap()
+            .set_ref(
+                "publish-1",
+                SnapshotReference::new(
+                    1,
+                    SnapshotRetention::Tag {
+                        max_ref_age_ms: None,
+                    },
+                ),
+            )
+            .unwrap()
+            .set_statistics(StatisticsFile {
+                snapshot_id: 3,
+                statistics_path: "file:///t/metadata/stats.puffin".to_string(),
+                file_size_in_bytes: 10,
+                file_footer_size_in_bytes: 5,
+                key_metadata: None,
+                blob_metadata: Vec::new(),
+            });
+        b.build().unwrap().metadata
+    }
+
+    fn same_as_iceberg(md: &TableMetadata) {
+        let refs = ref_map(md);
+        assert_eq!(refs.get(MAIN_BRANCH).map(|r| r.1), md.current_snapshot_id());
+        let ours = to_vec(md, Some(&refs)).unwrap();
+        let theirs = serde_json::to_vec(md).unwrap();
+        let ours_v: serde_json::Value = serde_json::from_slice(&ours).unwrap();
+        let theirs_v: serde_json::Value = serde_json::from_slice(&theirs).unwrap();
+        assert_eq!(ours_v, theirs_v);
+        let parsed: TableMetadata = serde_json::from_slice(&ours).unwrap();
+        assert_eq!(&parsed, md);
+    }
+
+    #[test]
+    fn a_v2_metadata_is_written_as_iceberg_rust_writes_it() {
+        same_as_iceberg(&rich());
+    }
+
+    #[test]
+    fn a_metadata_without_snapshots_is_written_as_iceberg_rust_writes_it() {
+        let md = rich();
+        let bare = iceberg::spec::TableMetadataBuilder::new(
+            md.current_schema().as_ref().clone(),
+            iceberg::spec::PartitionSpec::unpartition_spec(),
+            iceberg::spec::SortOrder::unsorted_order(),
+            "file:///u".to_string(),
+            FormatVersion::V2,
+            HashMap::new(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+        same_as_iceberg(&bare);
+    }
+
+    #[test]
+    fn other_versions_and_unknown_refs_go_to_iceberg_rust() {
+        let md = rich();
+        assert_eq!(to_vec(&md, None).unwrap(), serde_json::to_vec(&md).unwrap());
+    }
+}
