@@ -15,15 +15,22 @@ use serde::ser::{SerializeMap, SerializeStruct};
 
 use crate::types::RefMap;
 
-/// The JSON of `md`. `refs`, when given, must be `md`'s refs (lake's writers pass the refs they
-/// set; debug builds check them against the metadata when a table is opened).
+/// The JSON of `md`. `refs`, when given, must be `md`'s refs: lake's writers pass the refs they
+/// set, debug builds check them whole against the metadata when a table is opened, and here
+/// every ref given must name the snapshot `md` has under that name, or iceberg-rust writes it.
 pub(crate) fn to_vec(md: &TableMetadata, refs: Option<&RefMap>) -> serde_json::Result<Vec<u8>> {
     match refs {
-        Some(refs) if md.format_version() == FormatVersion::V2 => {
+        Some(refs) if md.format_version() == FormatVersion::V2 && agrees(md, refs) => {
             serde_json::to_vec(&V2 { md, refs })
         }
         _ => serde_json::to_vec(md),
     }
+}
+
+/// True when every ref in `refs` is a ref of `md` at the same snapshot.
+fn agrees(md: &TableMetadata, refs: &RefMap) -> bool {
+    refs.iter()
+        .all(|(name, &(_, id))| md.snapshot_for_ref(name).map(|s| s.snapshot_id()) == Some(id))
 }
 
 /// A format-v2 `TableMetadata` with its refs.
@@ -264,8 +271,18 @@ mod tests {
     }
 
     #[test]
-    fn other_versions_and_unknown_refs_go_to_iceberg_rust() {
+    fn unknown_or_disagreeing_refs_go_to_iceberg_rust() {
         let md = rich();
-        assert_eq!(to_vec(&md, None).unwrap(), serde_json::to_vec(&md).unwrap());
+        let theirs = |b: Vec<u8>| serde_json::from_slice::<serde_json::Value>(&b).unwrap();
+        let want = theirs(serde_json::to_vec(&md).unwrap());
+        assert_eq!(theirs(to_vec(&md, None).unwrap()), want);
+        // A ref at another snapshot, and one the metadata does not have.
+        for (name, id) in [("audit", 2), ("elsewhere", 1)] {
+            let mut refs = ref_map(&md);
+            refs.insert(name.to_string(), (true, id));
+            assert!(!agrees(&md, &refs));
+            assert_eq!(theirs(to_vec(&md, Some(&refs)).unwrap()), want);
+        }
+        assert!(agrees(&md, &ref_map(&md)));
     }
 }
