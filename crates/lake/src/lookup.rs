@@ -433,6 +433,33 @@ async fn prune(
     Ok(cut(task, &ix, probes))
 }
 
+/// Which row groups may hold a key: those without a filter, and those whose filter answers
+/// "maybe" for some probe. Each probe is checked against the file's filters still answering no
+/// before the next probe: a file's filters are a few KiB, the probes of a lookup of a few
+/// thousand keys over a hundred (40 bytes each), so they are read once per file, not once per
+/// row group, and a row group is settled at its first "maybe".
+fn row_groups_to_read(blooms: &[Option<KeyFilter>], probes: &[KeyProbe]) -> Vec<bool> {
+    let mut keep: Vec<bool> = blooms.iter().map(|b| b.is_none()).collect();
+    let mut open: Vec<(usize, &KeyFilter)> = blooms
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| b.as_ref().map(|f| (i, f)))
+        .collect();
+    for p in probes {
+        if open.is_empty() {
+            break;
+        }
+        open.retain(|(i, f)| {
+            let hit = f.may_hold(p);
+            if hit {
+                keep[*i] = true;
+            }
+            !hit
+        });
+    }
+    keep
+}
+
 /// [`prune`]'s decision, from the file's key index.
 fn cut(task: FileScanTask, ix: &KeyIndex, probes: &[KeyProbe]) -> Pruned {
     let held = ix.sizes.len();
@@ -451,17 +478,8 @@ fn cut(task: FileScanTask, ix: &KeyIndex, probes: &[KeyProbe]) -> Pruned {
     let Some(blooms) = &ix.blooms else {
         return whole(task, true);
     };
-    let mut unfiltered = false;
-    let keep: Vec<bool> = blooms
-        .iter()
-        .map(|b| match b {
-            Some(filter) => probes.iter().any(|p| filter.may_hold(p)),
-            None => {
-                unfiltered = true;
-                true
-            }
-        })
-        .collect();
+    let unfiltered = blooms.iter().any(|b| b.is_none());
+    let keep = row_groups_to_read(blooms, probes);
     let read = keep.iter().filter(|k| **k).count();
     let rows = keep
         .iter()
@@ -551,6 +569,51 @@ mod tests {
         assert!(
             maybe < agree / 5,
             "{maybe} of {agree} absent keys said maybe"
+        );
+    }
+
+    #[test]
+    fn a_row_group_is_read_when_its_filter_may_hold_any_key_or_it_has_none() {
+        // Four row groups: keys a-*, b-*, c-* in the first three, the fourth without a filter.
+        let filter = |prefix: &str| {
+            let mut sbbf = Sbbf::new_with_ndv_fpp(100, 0.01).expect("a filter");
+            for i in 0..100 {
+                sbbf.insert(format!("{prefix}-{i}").as_str());
+            }
+            Some(KeyFilter::new(&sbbf))
+        };
+        let blooms = vec![filter("a"), filter("b"), filter("c"), None];
+        let probes = |keys: &[&str]| -> Vec<KeyProbe> {
+            keys.iter().map(|k| KeyProbe::new(key_hash(k))).collect()
+        };
+        // Every answer is the same as checking each row group against every key.
+        let each = |keys: &[&str]| -> Vec<bool> {
+            let p = probes(keys);
+            blooms
+                .iter()
+                .map(|b| b.as_ref().is_none_or(|f| p.iter().any(|p| f.may_hold(p))))
+                .collect()
+        };
+        for keys in [
+            &["b-7"][..],
+            &["c-1", "a-99", "zzz"][..],
+            &["a-1", "b-1", "c-1"][..],
+            &["nowhere-1", "nowhere-2"][..],
+            &[][..],
+        ] {
+            assert_eq!(
+                row_groups_to_read(&blooms, &probes(keys)),
+                each(keys),
+                "{keys:?}"
+            );
+        }
+        assert_eq!(
+            row_groups_to_read(&blooms, &probes(&["b-7"])),
+            vec![false, true, false, true]
+        );
+        assert_eq!(
+            row_groups_to_read(&blooms, &probes(&["c-1", "a-99"])),
+            vec![true, false, true, true]
         );
     }
 }
