@@ -23,7 +23,7 @@ use url::Url;
 use crate::error::{LakeError, Result};
 use crate::storage::{self, Stores};
 use crate::table::Table;
-use crate::types::{RefMap, TableName};
+use crate::types::{RefMap, TableName, refs_of};
 use futures::{StreamExt, TryStreamExt};
 
 /// For `verify`: the hash the chain records ([`Catalog::version_bytes`] gives the bytes).
@@ -825,29 +825,6 @@ impl Catalog {
 fn metadata_number(location: &str) -> Option<u64> {
     let file = location.rsplit('/').next()?;
     file.split('-').next()?.parse().ok()
-}
-
-/// The refs of serialised table metadata: name -> (is a branch, snapshot id). As iceberg reads
-/// them: the `refs` map, and `main` at `current-snapshot-id` when the map has no `main`.
-fn refs_of(metadata_json: &[u8]) -> serde_json::Result<RefMap> {
-    #[derive(serde::Deserialize)]
-    struct Refs {
-        #[serde(default)]
-        refs: BTreeMap<String, iceberg::spec::SnapshotReference>,
-        #[serde(rename = "current-snapshot-id", default)]
-        current_snapshot_id: Option<i64>,
-    }
-    let parsed: Refs = serde_json::from_slice(metadata_json)?;
-    let mut out = RefMap::new();
-    for (name, r) in parsed.refs {
-        out.insert(name.clone(), (r.is_branch(), r.snapshot_id));
-        out.set_retention(&name, r.retention);
-    }
-    if let Some(id) = parsed.current_snapshot_id.filter(|id| *id != -1) {
-        out.entry(iceberg::spec::MAIN_BRANCH.to_string())
-            .or_insert((true, id));
-    }
-    Ok(out)
 }
 
 /// A table's new metadata file, as a commit wrote it.

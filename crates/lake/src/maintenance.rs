@@ -53,8 +53,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use iceberg::spec::{
-    DataContentType, MAIN_BRANCH, Manifest, ManifestList, SnapshotReference, SnapshotRetention,
-    TableMetadata,
+    DataContentType, MAIN_BRANCH, Manifest, ManifestList, SnapshotRetention, TableMetadata,
 };
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -99,21 +98,6 @@ pub struct ExpireOptions {
 const PROP_MIN_SNAPSHOTS: &str = "history.expire.min-snapshots-to-keep";
 const PROP_MAX_SNAPSHOT_AGE: &str = "history.expire.max-snapshot-age-ms";
 const PROP_MAX_REF_AGE: &str = "history.expire.max-ref-age-ms";
-
-/// Every ref of a metadata with its retention (iceberg-rust keeps the map private).
-fn snapshot_refs(md: &TableMetadata) -> BTreeMap<String, SnapshotReference> {
-    let mut out = BTreeMap::new();
-    if let Ok(v) = serde_json::to_value(md)
-        && let Some(refs) = v.get("refs").and_then(|r| r.as_object())
-    {
-        for (name, r) in refs {
-            if let Ok(r) = serde_json::from_value::<SnapshotReference>(r.clone()) {
-                out.insert(name.clone(), r);
-            }
-        }
-    }
-    out
-}
 
 impl Table {
     /// A `history.expire.*` table property, if set.
@@ -170,7 +154,7 @@ impl Table {
         }
         .max(1);
         let default_max_ref_age = self.expire_property::<i64>(PROP_MAX_REF_AGE)?;
-        let retention = snapshot_refs(md);
+        let retention = self.ref_entries().retention();
         let protect: HashSet<i64> = opts.protect.iter().copied().collect();
 
         // 1. Refs past their age go (never main).
@@ -180,7 +164,7 @@ impl Table {
             if name == MAIN_BRANCH {
                 continue;
             }
-            let own = match retention.get(name).map(|r| &r.retention) {
+            let own = match retention.get(name) {
                 Some(SnapshotRetention::Branch { max_ref_age_ms, .. })
                 | Some(SnapshotRetention::Tag { max_ref_age_ms }) => *max_ref_age_ms,
                 None => None,
@@ -204,7 +188,7 @@ impl Table {
             if !is_branch {
                 continue;
             }
-            let (own_min, own_age) = match retention.get(name).map(|r| &r.retention) {
+            let (own_min, own_age) = match retention.get(name) {
                 Some(SnapshotRetention::Branch {
                     min_snapshots_to_keep,
                     max_snapshot_age_ms,

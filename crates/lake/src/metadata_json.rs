@@ -9,7 +9,7 @@
 //! a reader parses the same metadata. Other format versions, and metadata whose refs the
 //! writer does not know, go to iceberg-rust's serialiser.
 
-use iceberg::spec::{FormatVersion, Snapshot, SnapshotReference, SnapshotRetention, TableMetadata};
+use iceberg::spec::{FormatVersion, Snapshot, TableMetadata};
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeStruct};
 
@@ -115,14 +115,7 @@ impl Serialize for Refs<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(self.0.len()))?;
         for (name, &(is_branch, id)) in self.0.iter() {
-            let retention = match self.0.retention().get(name) {
-                Some(r) => r.clone(),
-                None if is_branch => SnapshotRetention::branch(None, None, None),
-                None => SnapshotRetention::Tag {
-                    max_ref_age_ms: None,
-                },
-            };
-            m.serialize_entry(name, &SnapshotReference::new(id, retention))?;
+            m.serialize_entry(name, &self.0.reference(name, is_branch, id))?;
         }
         m.end()
     }
@@ -155,7 +148,8 @@ mod tests {
     use super::*;
     use crate::types::ref_map;
     use iceberg::spec::{
-        MAIN_BRANCH, NestedField, Operation, PrimitiveType, Schema, StatisticsFile, Summary, Type,
+        MAIN_BRANCH, NestedField, Operation, PrimitiveType, Schema, SnapshotReference,
+        SnapshotRetention, StatisticsFile, Summary, Type,
     };
     use std::collections::HashMap;
 

@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use arrow_schema::SchemaRef;
 use iceberg::spec::{
-    FormatVersion, MAIN_BRANCH, SnapshotReference, SnapshotRetention, TableMetadata,
-    TableMetadataBuilder,
+    FormatVersion, MAIN_BRANCH, SnapshotReference, TableMetadata, TableMetadataBuilder,
 };
 use iceberg::table::Table as IcebergTable;
 use serde::Serialize;
 
 use crate::catalog::{Catalog, ChangeKind, TableChange};
 use crate::error::{LakeError, Result};
+use crate::types::default_retention;
 pub(crate) use crate::types::{RefMap, TableName, ref_map};
 
 /// Which state of a table to read.
@@ -376,14 +376,8 @@ impl Table {
             }
             Ok(())
         };
-        let branch_ref =
-            |id: i64| SnapshotReference::new(id, SnapshotRetention::branch(None, None, None));
         // A moved branch keeps its retention settings (min-snapshots-to-keep, max-snapshot-age-ms,
         // max-ref-age-ms); a created one gets the defaults. The settings travel with the refs.
-        let moved_ref = |refs: &RefMap, name: &str, id: i64| match refs.retention().get(name) {
-            Some(r @ SnapshotRetention::Branch { .. }) => SnapshotReference::new(id, r.clone()),
-            _ => branch_ref(id),
-        };
         for op in ops {
             b = match op {
                 RefOp::CreateBranch { name, snapshot_id }
@@ -396,18 +390,8 @@ impl Table {
                         });
                     }
                     let is_branch = matches!(op, RefOp::CreateBranch { .. });
-                    let r = if is_branch {
-                        branch_ref(*snapshot_id)
-                    } else {
-                        SnapshotReference::new(
-                            *snapshot_id,
-                            SnapshotRetention::Tag {
-                                max_ref_age_ms: None,
-                            },
-                        )
-                    };
-                    refs.insert(name.clone(), (is_branch, *snapshot_id));
-                    refs.set_retention(name, r.retention.clone());
+                    let r = SnapshotReference::new(*snapshot_id, default_retention(is_branch));
+                    refs.insert_ref(name, r.clone());
                     b.set_ref(name, r).map_err(|e| {
                         LakeError::iceberg(format!("creating ref {name} of {table}"), e)
                     })?
@@ -433,7 +417,7 @@ impl Table {
                         _ => {}
                     }
                     refs.insert(branch.clone(), (true, *to));
-                    b.set_ref(branch, moved_ref(&refs, branch, *to))
+                    b.set_ref(branch, refs.reference(branch, true, *to))
                         .map_err(|e| LakeError::iceberg(format!("moving {branch} of {table}"), e))?
                 }
                 RefOp::Reset { branch, to } => {
@@ -446,7 +430,7 @@ impl Table {
                         });
                     }
                     refs.insert(branch.clone(), (true, *to));
-                    b.set_ref(branch, moved_ref(&refs, branch, *to))
+                    b.set_ref(branch, refs.reference(branch, true, *to))
                         .map_err(|e| {
                             LakeError::iceberg(format!("resetting {branch} of {table}"), e)
                         })?

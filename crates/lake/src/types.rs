@@ -123,6 +123,23 @@ impl RefMap {
         }
     }
 
+    /// Adds (or moves) a ref, with its retention settings.
+    pub(crate) fn insert_ref(&mut self, name: &str, r: SnapshotReference) {
+        self.heads
+            .insert(name.to_string(), (r.is_branch(), r.snapshot_id));
+        self.set_retention(name, r.retention);
+    }
+
+    /// `name` as a branch (or tag) at `id`, with the retention settings it has kept as one, or
+    /// the defaults.
+    pub(crate) fn reference(&self, name: &str, is_branch: bool, id: i64) -> SnapshotReference {
+        let retention = match self.retention.get(name) {
+            Some(r) if matches!(r, SnapshotRetention::Branch { .. }) == is_branch => r.clone(),
+            _ => default_retention(is_branch),
+        };
+        SnapshotReference::new(id, retention)
+    }
+
     /// Removes a ref and its retention settings.
     pub(crate) fn remove(&mut self, name: &str) -> Option<(bool, i64)> {
         self.retention.remove(name);
@@ -130,18 +147,20 @@ impl RefMap {
     }
 }
 
+/// A branch's (or a tag's) retention settings when it has none of its own.
+pub(crate) fn default_retention(is_branch: bool) -> SnapshotRetention {
+    if is_branch {
+        SnapshotRetention::branch(None, None, None)
+    } else {
+        SnapshotRetention::Tag {
+            max_ref_age_ms: None,
+        }
+    }
+}
+
 /// True for a branch or tag with no retention setting of its own.
 fn is_default_retention(r: &SnapshotRetention) -> bool {
-    matches!(
-        r,
-        SnapshotRetention::Branch {
-            min_snapshots_to_keep: None,
-            max_snapshot_age_ms: None,
-            max_ref_age_ms: None,
-        } | SnapshotRetention::Tag {
-            max_ref_age_ms: None
-        }
-    )
+    *r == default_retention(matches!(r, SnapshotRetention::Branch { .. }))
 }
 
 impl std::ops::Deref for RefMap {
@@ -182,23 +201,37 @@ impl<const N: usize> From<[(String, (bool, i64)); N]> for RefMap {
 
 /// The refs of a metadata, read through its serialised form (the map is private upstream).
 pub(crate) fn ref_map(md: &TableMetadata) -> RefMap {
+    let parsed = serde_json::to_vec(md)
+        .ok()
+        .and_then(|bytes| refs_of(&bytes).ok());
+    parsed.unwrap_or_else(|| {
+        md.current_snapshot_id()
+            .map(|id| (MAIN_BRANCH.to_string(), (true, id)))
+            .into_iter()
+            .collect()
+    })
+}
+
+/// The refs of serialised table metadata: name -> (is a branch, snapshot id), with their
+/// retention settings. As iceberg reads them: the `refs` map, and `main` at
+/// `current-snapshot-id` when the map has no `main`.
+pub(crate) fn refs_of(metadata_json: &[u8]) -> serde_json::Result<RefMap> {
+    #[derive(serde::Deserialize)]
+    struct Refs {
+        #[serde(default)]
+        refs: BTreeMap<String, SnapshotReference>,
+        #[serde(rename = "current-snapshot-id", default)]
+        current_snapshot_id: Option<i64>,
+    }
+    let parsed: Refs = serde_json::from_slice(metadata_json)?;
     let mut out = RefMap::new();
-    if let Ok(v) = serde_json::to_value(md)
-        && let Some(refs) = v.get("refs").and_then(|r| r.as_object())
-    {
-        for (name, r) in refs {
-            if let Ok(r) = serde_json::from_value::<SnapshotReference>(r.clone()) {
-                out.insert(name.clone(), (r.is_branch(), r.snapshot_id));
-                out.set_retention(name, r.retention);
-            }
-        }
+    for (name, r) in parsed.refs {
+        out.insert_ref(&name, r);
     }
-    if !out.contains_key(MAIN_BRANCH)
-        && let Some(id) = md.current_snapshot_id()
-    {
-        out.insert(MAIN_BRANCH.to_string(), (true, id));
+    if let Some(id) = parsed.current_snapshot_id.filter(|id| *id != -1) {
+        out.entry(MAIN_BRANCH.to_string()).or_insert((true, id));
     }
-    out
+    Ok(out)
 }
 
 /// What a change does to one table in a catalog commit.
