@@ -81,7 +81,8 @@ pub use verify::{VerifyProblem, VerifyReport};
 pub use work::{WORK_LEASE_MS, WorkMark};
 pub use write::{
     FilePredicate, PROP_BLOOM_COLUMN, PROP_BLOOM_FPP_COLUMN, PROP_COMPRESSION_CODEC,
-    PROP_COMPRESSION_LEVEL, PROP_ROW_GROUP_LIMIT, Replace, RowPredicate, SUMMARY_BRANCH,
+    PROP_COMPRESSION_LEVEL, PROP_INTEGER_ENCODING, PROP_ROW_GROUP_LIMIT, Replace, RowPredicate,
+    SUMMARY_BRANCH,
 };
 
 /// Re-exported so users need not pin their own versions.
@@ -136,8 +137,8 @@ impl Catalog {
     }
 
     /// [`Catalog::stage_create_table`], with table properties (the writer honours
-    /// [`PROP_COMPRESSION_CODEC`] and [`PROP_COMPRESSION_LEVEL`], [`PROP_ROW_GROUP_LIMIT`] and
-    /// per-column bloom filters, [`PROP_BLOOM_COLUMN`]).
+    /// [`PROP_COMPRESSION_CODEC`] and [`PROP_COMPRESSION_LEVEL`], [`PROP_INTEGER_ENCODING`],
+    /// [`PROP_ROW_GROUP_LIMIT`] and per-column bloom filters, [`PROP_BLOOM_COLUMN`]).
     pub async fn stage_create_table_with_properties(
         &self,
         name: &str,

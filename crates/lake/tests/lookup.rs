@@ -11,7 +11,7 @@ use arrow_schema::{DataType, Field, Schema};
 use lake::iceberg::expr::{Predicate, Reference};
 use lake::{
     At, Catalog, LakeError, Lookup, PROP_BLOOM_COLUMN, PROP_COMPRESSION_CODEC,
-    PROP_COMPRESSION_LEVEL, PROP_ROW_GROUP_LIMIT,
+    PROP_COMPRESSION_LEVEL, PROP_INTEGER_ENCODING, PROP_ROW_GROUP_LIMIT,
 };
 
 fn schema() -> Schema {
@@ -240,6 +240,7 @@ async fn bad_write_properties_are_refused_by_name() {
         (format!("{PROP_BLOOM_COLUMN}no_such_column"), "true"),
         (PROP_COMPRESSION_CODEC.to_string(), "lzo"),
         (PROP_COMPRESSION_LEVEL.to_string(), "99"),
+        (PROP_INTEGER_ENCODING.to_string(), "zigzag"),
     ] {
         let props = BTreeMap::from([(key.clone(), value.to_string())]);
         let c = Catalog::in_memory();
@@ -351,9 +352,11 @@ async fn the_codec_property_chooses_the_codec_of_new_files() {
     }
 }
 
-/// Numeric columns whose values are mostly distinct (ids, event times) are written plain, as
-/// parquet-java writes them, and columns a dictionary shrinks keep one; each file is judged on
-/// its own rows (a day-partitioned table's files too), and every row reads back.
+/// Numeric columns whose values are mostly distinct (ids, event times) are written without a
+/// dictionary, as parquet-java writes them (delta-encoded, or plain when the table asks for
+/// `write.parquet.integer-encoding=plain`), and columns a dictionary shrinks keep one; each
+/// file is judged on its own rows (a day-partitioned table's files too), and every row reads
+/// back.
 #[tokio::test]
 async fn a_dictionary_only_where_it_makes_the_file_smaller() {
     use arrow_array::TimestampMicrosecondArray;
@@ -390,12 +393,19 @@ async fn a_dictionary_only_where_it_makes_the_file_smaller() {
     )
     .unwrap();
     let c = Catalog::in_memory();
-    for (name, partition) in [
-        ("silver.flat", vec![]),
-        ("silver.by_day", vec![lake::PartitionField::day("at")]),
+    let plain = BTreeMap::from([(PROP_INTEGER_ENCODING.to_string(), "plain".to_string())]);
+    for (name, partition, properties) in [
+        ("silver.flat", vec![], BTreeMap::new()),
+        (
+            "silver.by_day",
+            vec![lake::PartitionField::day("at")],
+            BTreeMap::new(),
+        ),
+        ("silver.plain", vec![], plain),
     ] {
+        let delta = properties.is_empty();
         let change = c
-            .stage_create_table_with_properties(name, &schema, &partition, &BTreeMap::new())
+            .stage_create_table_with_properties(name, &schema, &partition, &properties)
             .await
             .unwrap();
         c.commit(vec![change], "create-table", "create", BTreeMap::new())
@@ -424,6 +434,11 @@ async fn a_dictionary_only_where_it_makes_the_file_smaller() {
                     assert_eq!(
                         encodings.contains(&Encoding::RLE_DICTIONARY),
                         want,
+                        "{name} {column}: {encodings:?}"
+                    );
+                    assert_eq!(
+                        encodings.contains(&Encoding::DELTA_BINARY_PACKED),
+                        delta && !want,
                         "{name} {column}: {encodings:?}"
                     );
                 }
