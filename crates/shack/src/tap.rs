@@ -770,10 +770,24 @@ fn list_landing(
             error,
         })
     };
-    let mut listed = Vec::new();
-    for source in Source::ALL {
-        listed.push((source, list(source, through)?));
-    }
+    // Each source on a thread of its own: a listing looks up every landing file's size and
+    // modification time (how a rewrite in place is noticed), which grows with the landing
+    // zone, and the lookups of one folder do not wait on another's.
+    let listed = std::thread::scope(|scope| {
+        let listing: Vec<_> = Source::ALL
+            .into_iter()
+            .map(|source| (source, scope.spawn(move || list(source, through))))
+            .collect();
+        listing
+            .into_iter()
+            .map(|(source, thread)| {
+                let files = thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                files.map(|files| (source, files))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
     if listed.iter().all(|(_, files)| files.is_empty()) {
         // Nothing by `through`: a quiet day, unless nothing ever arrived at all.
         let mut any = false;
