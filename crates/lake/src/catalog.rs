@@ -74,6 +74,9 @@ pub(crate) struct Inner {
     /// Manifest headers this handle parsed: every manifest a table writes between two schema
     /// changes repeats the same one.
     pub(crate) manifest_headers: crate::manifest::Headers,
+    /// The JSON of each snapshot this handle's commits wrote into table metadata (snapshots
+    /// never change): the next commit of the table copies it.
+    pub(crate) snapshot_json: crate::metadata_json::SnapshotJson,
 }
 
 /// A file catalog over object storage. Cheap to clone; clones share one store.
@@ -175,6 +178,7 @@ impl Catalog {
                 floor_seen: AtomicU64::new(0),
                 parsed: Default::default(),
                 manifest_headers: Default::default(),
+                snapshot_json: Default::default(),
             }),
         }
     }
@@ -809,7 +813,7 @@ impl Catalog {
                 uuid::Uuid::new_v4()
             ),
         );
-        let bytes = crate::metadata_json::to_vec(md, refs)
+        let bytes = crate::metadata_json::to_vec(md, refs, Some(&self.inner.snapshot_json))
             .map_err(|e| LakeError::Other(format!("serialising metadata of {name}: {e}")))?;
         let bytes = Bytes::from(bytes);
         if !storage::put_if_absent(self.stores(), &loc, bytes.clone()).await? {

@@ -8,23 +8,81 @@
 //! serialisers for every part but the snapshots and refs (whose serde structs are private), so
 //! a reader parses the same metadata. Other format versions, and metadata whose refs the
 //! writer does not know, go to iceberg-rust's serialiser.
+//!
+//! A snapshot never changes once committed, and a table's metadata carries every snapshot a
+//! ref or tag keeps: writing each one's JSON again on every commit (its summary most of all)
+//! was most of what was left of writing metadata. A [`SnapshotJson`] on the catalog handle
+//! keeps each snapshot's JSON as it was written, with the snapshot it was written from; the
+//! next commit of the table copies it when the snapshot is the same (the same shared snapshot,
+//! or one equal to it), and writes it again when not.
 
-use iceberg::spec::{FormatVersion, Snapshot, TableMetadata};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use iceberg::spec::{FormatVersion, Snapshot, SnapshotRef, TableMetadata};
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeStruct};
+use serde_json::value::RawValue;
 
 use crate::types::RefMap;
+
+/// The JSON of each snapshot a commit wrote, by table (its uuid) and snapshot id, with the
+/// snapshot it was written from. Each commit of a table keeps only the snapshots its metadata
+/// still holds, so what is kept is about the size of the metadata the handle keeps anyway.
+#[derive(Default)]
+pub(crate) struct SnapshotJson {
+    tables: Mutex<HashMap<uuid::Uuid, Arc<Mutex<Written>>>>,
+}
+
+/// One table's snapshots as JSON, by snapshot id.
+type Written = HashMap<i64, (SnapshotRef, Box<RawValue>)>;
+
+impl SnapshotJson {
+    fn table(&self, uuid: uuid::Uuid) -> Arc<Mutex<Written>> {
+        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        tables.entry(uuid).or_default().clone()
+    }
+}
 
 /// The JSON of `md`. `refs`, when given, must be `md`'s refs: lake's writers pass the refs they
 /// set, debug builds check them whole against the metadata when a table is opened, and here
 /// every ref given must name the snapshot `md` has under that name, or iceberg-rust writes it.
-pub(crate) fn to_vec(md: &TableMetadata, refs: Option<&RefMap>) -> serde_json::Result<Vec<u8>> {
-    match refs {
-        Some(refs) if md.format_version() == FormatVersion::V2 && agrees(md, refs) => {
-            serde_json::to_vec(&V2 { md, refs })
+/// With `kept`, each snapshot's JSON is taken from it when it holds the same snapshot, and
+/// kept there for the next commit.
+pub(crate) fn to_vec(
+    md: &TableMetadata,
+    refs: Option<&RefMap>,
+    kept: Option<&SnapshotJson>,
+) -> serde_json::Result<Vec<u8>> {
+    let Some(refs) =
+        refs.filter(|refs| md.format_version() == FormatVersion::V2 && agrees(md, refs))
+    else {
+        return serde_json::to_vec(md);
+    };
+    let Some(kept) = kept else {
+        return serde_json::to_vec(&V2 {
+            md,
+            refs,
+            snapshots: None,
+        });
+    };
+    let table = kept.table(md.uuid());
+    let mut written = table.lock().unwrap_or_else(|p| p.into_inner());
+    written.retain(|id, _| md.snapshot_by_id(*id).is_some());
+    for snap in md.snapshots() {
+        let same = written
+            .get(&snap.snapshot_id())
+            .is_some_and(|(was, _)| Arc::ptr_eq(was, snap) || was == snap);
+        if !same {
+            let json = RawValue::from_string(serde_json::to_string(&SnapshotV2(snap))?)?;
+            written.insert(snap.snapshot_id(), (snap.clone(), json));
         }
-        _ => serde_json::to_vec(md),
     }
+    serde_json::to_vec(&V2 {
+        md,
+        refs,
+        snapshots: Some(&written),
+    })
 }
 
 /// True when every ref in `refs` is a ref of `md` at the same snapshot.
@@ -33,10 +91,11 @@ fn agrees(md: &TableMetadata, refs: &RefMap) -> bool {
         .all(|(name, &(_, id))| md.snapshot_for_ref(name).map(|s| s.snapshot_id()) == Some(id))
 }
 
-/// A format-v2 `TableMetadata` with its refs.
+/// A format-v2 `TableMetadata` with its refs, and (when kept) every snapshot's JSON.
 struct V2<'a> {
     md: &'a TableMetadata,
     refs: &'a RefMap,
+    snapshots: Option<&'a Written>,
 }
 
 impl Serialize for V2<'_> {
@@ -85,10 +144,24 @@ impl Serialize for V2<'_> {
             )?;
         }
         if md.snapshots().len() > 0 {
-            m.serialize_entry(
-                "snapshots",
-                &Seq(|| md.snapshots().map(|s| SnapshotV2(s.as_ref()))),
-            )?;
+            match self.snapshots {
+                // `to_vec` wrote every snapshot of `md` into it.
+                Some(written) => m.serialize_entry(
+                    "snapshots",
+                    &Seq(|| {
+                        md.snapshots().map(|s| {
+                            written
+                                .get(&s.snapshot_id())
+                                .map(|(_, json)| Json::Kept(json))
+                                .unwrap_or(Json::Now(SnapshotV2(s.as_ref())))
+                        })
+                    }),
+                )?,
+                None => m.serialize_entry(
+                    "snapshots",
+                    &Seq(|| md.snapshots().map(|s| SnapshotV2(s.as_ref()))),
+                )?,
+            }
         }
         m.end()
     }
@@ -118,6 +191,21 @@ impl Serialize for Refs<'_> {
             m.serialize_entry(name, &self.0.reference(name, is_branch, id))?;
         }
         m.end()
+    }
+}
+
+/// A snapshot's JSON as kept, or written now.
+enum Json<'a> {
+    Kept(&'a RawValue),
+    Now(SnapshotV2<'a>),
+}
+
+impl Serialize for Json<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Json::Kept(json) => json.serialize(s),
+            Json::Now(snap) => snap.serialize(s),
+        }
     }
 }
 
@@ -232,7 +320,7 @@ mod tests {
     fn same_as_iceberg(md: &TableMetadata) {
         let refs = ref_map(md);
         assert_eq!(refs.get(MAIN_BRANCH).map(|r| r.1), md.current_snapshot_id());
-        let ours = to_vec(md, Some(&refs)).unwrap();
+        let ours = to_vec(md, Some(&refs), None).unwrap();
         let theirs = serde_json::to_vec(md).unwrap();
         let ours_v: serde_json::Value = serde_json::from_slice(&ours).unwrap();
         let theirs_v: serde_json::Value = serde_json::from_slice(&theirs).unwrap();
@@ -264,18 +352,73 @@ mod tests {
         same_as_iceberg(&bare);
     }
 
+    /// Kept snapshot JSON is copied only for the same snapshot: metadata read back (equal
+    /// snapshots, not shared) is written as iceberg-rust writes it, a snapshot that differs under
+    /// the same id is written again, and snapshots the metadata no longer holds are forgotten.
+    #[test]
+    fn kept_snapshot_json_is_used_only_for_the_same_snapshot() {
+        let kept = SnapshotJson::default();
+        let written = |md: &TableMetadata| {
+            let ours = to_vec(md, Some(&ref_map(md)), Some(&kept)).unwrap();
+            let theirs = serde_json::to_vec(md).unwrap();
+            let value = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
+            assert_eq!(value(&ours), value(&theirs));
+            let parsed: TableMetadata = serde_json::from_slice(&ours).unwrap();
+            assert_eq!(&parsed, md);
+            kept.table(md.uuid())
+                .lock()
+                .unwrap()
+                .keys()
+                .copied()
+                .collect::<std::collections::BTreeSet<i64>>()
+        };
+        let md = rich();
+        assert_eq!(written(&md), [1, 2, 3].into());
+        // The same metadata again, then read back from its JSON (new, equal snapshots).
+        assert_eq!(written(&md), [1, 2, 3].into());
+        let mut json: serde_json::Value = serde_json::to_value(&md).unwrap();
+        let again: TableMetadata = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(written(&again), [1, 2, 3].into());
+        // Snapshot 3 under the same id with another summary: written from the new one.
+        let snapshots = json["snapshots"].as_array_mut().unwrap();
+        for snap in snapshots.iter_mut() {
+            if snap["snapshot-id"] == 3 {
+                snap["summary"]["sugarshack.x"] = "2".into();
+            }
+        }
+        let changed: TableMetadata = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(written(&changed), [1, 2, 3].into());
+        let ours = to_vec(&changed, Some(&ref_map(&changed)), Some(&kept)).unwrap();
+        assert!(
+            String::from_utf8(ours)
+                .unwrap()
+                .contains(r#""sugarshack.x":"2""#)
+        );
+        // Snapshot 2 expired: forgotten.
+        json["snapshots"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|snap| snap["snapshot-id"] != 2);
+        let expired: TableMetadata = serde_json::from_value(json).unwrap();
+        assert_eq!(written(&expired), [1, 3].into());
+        // Another table's snapshots are its own.
+        let other = rich();
+        assert_ne!(other.uuid(), md.uuid());
+        assert_eq!(written(&other), [1, 2, 3].into());
+    }
+
     #[test]
     fn unknown_or_disagreeing_refs_go_to_iceberg_rust() {
         let md = rich();
         let theirs = |b: Vec<u8>| serde_json::from_slice::<serde_json::Value>(&b).unwrap();
         let want = theirs(serde_json::to_vec(&md).unwrap());
-        assert_eq!(theirs(to_vec(&md, None).unwrap()), want);
+        assert_eq!(theirs(to_vec(&md, None, None).unwrap()), want);
         // A ref at another snapshot, and one the metadata does not have.
         for (name, id) in [("audit", 2), ("elsewhere", 1)] {
             let mut refs = ref_map(&md);
             refs.insert(name.to_string(), (true, id));
             assert!(!agrees(&md, &refs));
-            assert_eq!(theirs(to_vec(&md, Some(&refs)).unwrap()), want);
+            assert_eq!(theirs(to_vec(&md, Some(&refs), None).unwrap()), want);
         }
         assert!(agrees(&md, &ref_map(&md)));
     }
