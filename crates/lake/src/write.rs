@@ -1642,135 +1642,35 @@ mod tests {
         use parquet::arrow::ArrowWriter;
         use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
         let n = 5_000usize;
-        // Mostly distinct, with a null every 13th row and each type's extremes.
-        let pick = |i: usize| (i % 13 != 5).then_some(i);
+        // Mostly distinct (`f` of the row), with a null every 13th row and rows 1 and 2 at the
+        // type's extremes.
+        macro_rules! column {
+            ($name:literal, $array:ty, $t:ty, $f:expr) => {{
+                let f: fn(usize) -> $t = $f;
+                let values = (0..n).map(|i| match i {
+                    _ if i % 13 == 5 => None,
+                    1 => Some(<$t>::MIN),
+                    2 => Some(<$t>::MAX),
+                    _ => Some(f(i)),
+                });
+                ($name, Arc::new(values.collect::<$array>()) as ArrayRef)
+            }};
+        }
         let columns: Vec<(&str, ArrayRef)> = vec![
-            (
-                "i8",
-                Arc::new(
-                    (0..n)
-                        .map(|i| pick(i).map(|i| (i % 256) as u8 as i8))
-                        .collect::<Int8Array>(),
-                ),
-            ),
-            (
-                "i16",
-                Arc::new(
-                    (0..n)
-                        .map(|i| {
-                            pick(i).map(|i| {
-                                if i == 1 {
-                                    i16::MIN
-                                } else if i == 2 {
-                                    i16::MAX
-                                } else {
-                                    (i * 7) as i16
-                                }
-                            })
-                        })
-                        .collect::<Int16Array>(),
-                ),
-            ),
-            (
-                "i32",
-                Arc::new(
-                    (0..n)
-                        .map(|i| {
-                            pick(i).map(|i| {
-                                if i == 1 {
-                                    i32::MIN
-                                } else if i == 2 {
-                                    i32::MAX
-                                } else {
-                                    (i as i32).wrapping_mul(7919)
-                                }
-                            })
-                        })
-                        .collect::<Int32Array>(),
-                ),
-            ),
-            (
-                "i64",
-                Arc::new(
-                    (0..n)
-                        .map(|i| {
-                            pick(i).map(|i| {
-                                if i == 1 {
-                                    i64::MIN
-                                } else if i == 2 {
-                                    i64::MAX
-                                } else {
-                                    i as i64 * -1_000_003
-                                }
-                            })
-                        })
-                        .collect::<Int64Array>(),
-                ),
-            ),
-            (
-                "u8",
-                Arc::new(
-                    (0..n)
-                        .map(|i| pick(i).map(|i| (i % 256) as u8))
-                        .collect::<UInt8Array>(),
-                ),
-            ),
-            (
-                "u16",
-                Arc::new(
-                    (0..n)
-                        .map(|i| pick(i).map(|i| if i == 2 { u16::MAX } else { i as u16 }))
-                        .collect::<UInt16Array>(),
-                ),
-            ),
-            (
-                "u32",
-                Arc::new(
-                    (0..n)
-                        .map(|i| pick(i).map(|i| if i == 2 { u32::MAX } else { i as u32 * 3 }))
-                        .collect::<UInt32Array>(),
-                ),
-            ),
-            (
-                "u64",
-                Arc::new(
-                    (0..n)
-                        .map(|i| pick(i).map(|i| if i == 2 { u64::MAX } else { i as u64 * 977 }))
-                        .collect::<UInt64Array>(),
-                ),
-            ),
-            (
-                "date",
-                Arc::new(
-                    (0..n)
-                        .map(|i| pick(i).map(|i| 20_000 + i as i32))
-                        .collect::<Date32Array>(),
-                ),
-            ),
-            (
-                "time32",
-                Arc::new(
-                    (0..n)
-                        .map(|i| pick(i).map(|i| i as i32 * 1_000))
-                        .collect::<Time32MillisecondArray>(),
-                ),
-            ),
-            (
-                "time64",
-                Arc::new(
-                    (0..n)
-                        .map(|i| pick(i).map(|i| i as i64 * 1_000_000))
-                        .collect::<Time64MicrosecondArray>(),
-                ),
-            ),
-            (
-                "at",
-                Arc::new(
-                    (0..n)
-                        .map(|i| pick(i).map(|i| 1_785_024_000_000_000 + i as i64 * 1_000_003))
-                        .collect::<TimestampMicrosecondArray>(),
-                ),
-            ),
+            column!("i8", Int8Array, i8, |i| (i % 256) as u8 as i8),
+            column!("i16", Int16Array, i16, |i| (i * 7) as i16),
+            column!("i32", Int32Array, i32, |i| (i as i32).wrapping_mul(7919)),
+            column!("i64", Int64Array, i64, |i| i as i64 * -1_000_003),
+            column!("u8", UInt8Array, u8, |i| (i % 256) as u8),
+            column!("u16", UInt16Array, u16, |i| i as u16),
+            column!("u32", UInt32Array, u32, |i| i as u32 * 3),
+            column!("u64", UInt64Array, u64, |i| i as u64 * 977),
+            column!("date", Date32Array, i32, |i| 20_000 + i as i32),
+            column!("time32", Time32MillisecondArray, i32, |i| i as i32 * 1_000),
+            column!("time64", Time64MicrosecondArray, i64, |i| i as i64 * 1_000),
+            column!("at", TimestampMicrosecondArray, i64, |i| {
+                1_785_024_000_000_000 + i as i64 * 1_000_003
+            }),
         ];
         let batch = RecordBatch::try_from_iter(columns).unwrap();
         let writing = writer_properties("t", &HashMap::new(), &batch.schema(), n).unwrap();
