@@ -813,7 +813,7 @@ impl Catalog {
                 uuid::Uuid::new_v4()
             ),
         );
-        let bytes = crate::metadata_json::to_vec(md, refs, Some(&self.inner.snapshot_json))
+        let bytes = crate::metadata_json::to_vec(md, refs, &self.inner.snapshot_json)
             .map_err(|e| LakeError::Other(format!("serialising metadata of {name}: {e}")))?;
         let bytes = Bytes::from(bytes);
         if !storage::put_if_absent(self.stores(), &loc, bytes.clone()).await? {

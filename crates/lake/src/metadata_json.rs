@@ -47,24 +47,17 @@ impl SnapshotJson {
 /// The JSON of `md`. `refs`, when given, must be `md`'s refs: lake's writers pass the refs they
 /// set, debug builds check them whole against the metadata when a table is opened, and here
 /// every ref given must name the snapshot `md` has under that name, or iceberg-rust writes it.
-/// With `kept`, each snapshot's JSON is taken from it when it holds the same snapshot, and
-/// kept there for the next commit.
+/// Each snapshot's JSON is taken from `kept` when it holds the same snapshot, and kept there
+/// for the next commit.
 pub(crate) fn to_vec(
     md: &TableMetadata,
     refs: Option<&RefMap>,
-    kept: Option<&SnapshotJson>,
+    kept: &SnapshotJson,
 ) -> serde_json::Result<Vec<u8>> {
     let Some(refs) =
         refs.filter(|refs| md.format_version() == FormatVersion::V2 && agrees(md, refs))
     else {
         return serde_json::to_vec(md);
-    };
-    let Some(kept) = kept else {
-        return serde_json::to_vec(&V2 {
-            md,
-            refs,
-            snapshots: None,
-        });
     };
     let table = kept.table(md.uuid());
     let mut written = table.lock().unwrap_or_else(|p| p.into_inner());
@@ -78,10 +71,19 @@ pub(crate) fn to_vec(
             written.insert(snap.snapshot_id(), (snap.clone(), json));
         }
     }
+    // In `md`'s order, as iceberg-rust writes them (each was written above when missing; were
+    // one not there, iceberg-rust writes the whole metadata rather than leave it out).
+    let Some(snapshots) = md
+        .snapshots()
+        .map(|s| written.get(&s.snapshot_id()).map(|(_, json)| json.as_ref()))
+        .collect::<Option<Vec<&RawValue>>>()
+    else {
+        return serde_json::to_vec(md);
+    };
     serde_json::to_vec(&V2 {
         md,
         refs,
-        snapshots: Some(&written),
+        snapshots,
     })
 }
 
@@ -91,11 +93,11 @@ fn agrees(md: &TableMetadata, refs: &RefMap) -> bool {
         .all(|(name, &(_, id))| md.snapshot_for_ref(name).map(|s| s.snapshot_id()) == Some(id))
 }
 
-/// A format-v2 `TableMetadata` with its refs, and (when kept) every snapshot's JSON.
+/// A format-v2 `TableMetadata` with its refs and every snapshot's JSON.
 struct V2<'a> {
     md: &'a TableMetadata,
     refs: &'a RefMap,
-    snapshots: Option<&'a Written>,
+    snapshots: Vec<&'a RawValue>,
 }
 
 impl Serialize for V2<'_> {
@@ -143,25 +145,8 @@ impl Serialize for V2<'_> {
                 &Seq(|| md.partition_statistics_iter()),
             )?;
         }
-        if md.snapshots().len() > 0 {
-            match self.snapshots {
-                // `to_vec` wrote every snapshot of `md` into it.
-                Some(written) => m.serialize_entry(
-                    "snapshots",
-                    &Seq(|| {
-                        md.snapshots().map(|s| {
-                            written
-                                .get(&s.snapshot_id())
-                                .map(|(_, json)| Json::Kept(json))
-                                .unwrap_or(Json::Now(SnapshotV2(s.as_ref())))
-                        })
-                    }),
-                )?,
-                None => m.serialize_entry(
-                    "snapshots",
-                    &Seq(|| md.snapshots().map(|s| SnapshotV2(s.as_ref()))),
-                )?,
-            }
+        if !self.snapshots.is_empty() {
+            m.serialize_entry("snapshots", &self.snapshots)?;
         }
         m.end()
     }
@@ -191,21 +176,6 @@ impl Serialize for Refs<'_> {
             m.serialize_entry(name, &self.0.reference(name, is_branch, id))?;
         }
         m.end()
-    }
-}
-
-/// A snapshot's JSON as kept, or written now.
-enum Json<'a> {
-    Kept(&'a RawValue),
-    Now(SnapshotV2<'a>),
-}
-
-impl Serialize for Json<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Json::Kept(json) => json.serialize(s),
-            Json::Now(snap) => snap.serialize(s),
-        }
     }
 }
 
@@ -320,7 +290,7 @@ mod tests {
     fn same_as_iceberg(md: &TableMetadata) {
         let refs = ref_map(md);
         assert_eq!(refs.get(MAIN_BRANCH).map(|r| r.1), md.current_snapshot_id());
-        let ours = to_vec(md, Some(&refs), None).unwrap();
+        let ours = to_vec(md, Some(&refs), &SnapshotJson::default()).unwrap();
         let theirs = serde_json::to_vec(md).unwrap();
         let ours_v: serde_json::Value = serde_json::from_slice(&ours).unwrap();
         let theirs_v: serde_json::Value = serde_json::from_slice(&theirs).unwrap();
@@ -359,7 +329,7 @@ mod tests {
     fn kept_snapshot_json_is_used_only_for_the_same_snapshot() {
         let kept = SnapshotJson::default();
         let written = |md: &TableMetadata| {
-            let ours = to_vec(md, Some(&ref_map(md)), Some(&kept)).unwrap();
+            let ours = to_vec(md, Some(&ref_map(md)), &kept).unwrap();
             let theirs = serde_json::to_vec(md).unwrap();
             let value = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
             assert_eq!(value(&ours), value(&theirs));
@@ -388,7 +358,7 @@ mod tests {
         }
         let changed: TableMetadata = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(written(&changed), [1, 2, 3].into());
-        let ours = to_vec(&changed, Some(&ref_map(&changed)), Some(&kept)).unwrap();
+        let ours = to_vec(&changed, Some(&ref_map(&changed)), &kept).unwrap();
         assert!(
             String::from_utf8(ours)
                 .unwrap()
@@ -412,13 +382,19 @@ mod tests {
         let md = rich();
         let theirs = |b: Vec<u8>| serde_json::from_slice::<serde_json::Value>(&b).unwrap();
         let want = theirs(serde_json::to_vec(&md).unwrap());
-        assert_eq!(theirs(to_vec(&md, None, None).unwrap()), want);
+        assert_eq!(
+            theirs(to_vec(&md, None, &SnapshotJson::default()).unwrap()),
+            want
+        );
         // A ref at another snapshot, and one the metadata does not have.
         for (name, id) in [("audit", 2), ("elsewhere", 1)] {
             let mut refs = ref_map(&md);
             refs.insert(name.to_string(), (true, id));
             assert!(!agrees(&md, &refs));
-            assert_eq!(theirs(to_vec(&md, Some(&refs), None).unwrap()), want);
+            assert_eq!(
+                theirs(to_vec(&md, Some(&refs), &SnapshotJson::default()).unwrap()),
+                want
+            );
         }
         assert!(agrees(&md, &ref_map(&md)));
     }

@@ -313,7 +313,7 @@ pub const PROP_COMPRESSION_CODEC: &str = "write.parquet.compression-codec";
 /// The zstd level (1–22; default 3), for tables whose codec is `zstd`.
 pub const PROP_COMPRESSION_LEVEL: &str = "write.parquet.compression-level";
 /// How lake writes an integer column (integers, dates, times, timestamps) that it writes
-/// without a dictionary (see [`plain_columns`]): `delta` (lake's default), Parquet's
+/// without a dictionary (see [`columns_without_dictionary`]): `delta` (lake's default), Parquet's
 /// DELTA_BINARY_PACKED, or `plain`.
 ///
 /// Why delta: a column of mostly distinct integers (ids, amounts in minor units, event times)
@@ -375,7 +375,7 @@ fn compression(
 /// Counting stops as soon as the distinct values are too many, so a column of unique values
 /// costs a hash per value only until then. Other columns (strings, decimals, booleans, nested)
 /// keep parquet-rs's default.
-fn plain_columns(batches: &[RecordBatch], delta: bool) -> Vec<(String, Encoding)> {
+fn columns_without_dictionary(batches: &[RecordBatch], delta: bool) -> Vec<(String, Encoding)> {
     let Some(first) = batches.first() else {
         return Vec::new();
     };
@@ -387,7 +387,8 @@ fn plain_columns(batches: &[RecordBatch], delta: bool) -> Vec<(String, Encoding)
             .filter_map(|b| b.columns().get(i).map(|c| c.as_ref()))
             .collect();
         if dictionary_pays(&columns) == Some(false) {
-            let encoding = if delta && stored_as_integers(field.data_type()) {
+            let integer = stored(field.data_type()).is_some_and(|s| s.integer);
+            let encoding = if delta && integer {
                 Encoding::DELTA_BINARY_PACKED
             } else {
                 Encoding::PLAIN
@@ -398,41 +399,47 @@ fn plain_columns(batches: &[RecordBatch], delta: bool) -> Vec<(String, Encoding)
     out
 }
 
-/// Whether parquet-rs stores a column of `t` as Parquet INT32 or INT64 (what
-/// DELTA_BINARY_PACKED encodes), among the types [`dictionary_pays`] judges.
-fn stored_as_integers(t: &arrow_schema::DataType) -> bool {
+/// How parquet-rs stores a fixed-width Arrow type: the bytes a value takes in Arrow and plain
+/// in Parquet (8- and 16-bit integers are INT32), and whether as a Parquet integer (INT32 or
+/// INT64, what DELTA_BINARY_PACKED encodes). `None` for the types lake leaves to parquet-rs's
+/// defaults (strings, decimals, booleans, nested).
+struct Stored {
+    arrow_width: usize,
+    width: usize,
+    integer: bool,
+}
+
+fn stored(t: &arrow_schema::DataType) -> Option<Stored> {
     use arrow_schema::DataType as T;
-    matches!(
-        t,
-        T::Int8
-            | T::Int16
-            | T::Int32
-            | T::Int64
-            | T::UInt8
-            | T::UInt16
-            | T::UInt32
-            | T::UInt64
-            | T::Date32
-            | T::Time32(_)
-            | T::Time64(_)
-            | T::Timestamp(_, _)
-    )
+    let (arrow_width, width, integer) = match t {
+        T::Int8 | T::UInt8 => (1, 4, true),
+        T::Int16 | T::UInt16 => (2, 4, true),
+        T::Int32 | T::UInt32 | T::Date32 | T::Time32(_) => (4, 4, true),
+        T::Float32 => (4, 4, false),
+        T::Int64 | T::UInt64 | T::Time64(_) | T::Timestamp(_, _) => (8, 8, true),
+        T::Float64 | T::Date64 | T::Duration(_) => (8, 8, false),
+        _ => return None,
+    };
+    Some(Stored {
+        arrow_width,
+        width,
+        integer,
+    })
 }
 
 /// How one write's data files are written: its table's [`writer_properties`], and whether
 /// integer columns written without a dictionary are delta-encoded ([`PROP_INTEGER_ENCODING`]).
-#[derive(Clone)]
 pub(crate) struct FileWriting {
     base: WriterProperties,
     delta: bool,
 }
 
 impl FileWriting {
-    /// The properties of a file of `batches`: the columns [`plain_columns`] finds are written
-    /// without a dictionary, in the encoding it gives them.
+    /// The properties of a file of `batches`: the columns [`columns_without_dictionary`]
+    /// finds are written without a dictionary, in the encoding it gives them.
     fn for_file(&self, batches: &[RecordBatch]) -> WriterProperties {
         let mut b = self.base.clone().into_builder();
-        for (column, encoding) in plain_columns(batches, self.delta) {
+        for (column, encoding) in columns_without_dictionary(batches, self.delta) {
             let path = ColumnPath::from(column.as_str());
             b = b.set_column_dictionary_enabled(path.clone(), false);
             if encoding != Encoding::PLAIN {
@@ -444,25 +451,13 @@ impl FileWriting {
 }
 
 /// Whether a dictionary makes `columns`' values (one column, across batches) smaller in
-/// Parquet, by the test [`plain_columns`] describes; `None` for a type it does not judge or a
-/// column of nulls only.
+/// Parquet, by the test [`columns_without_dictionary`] describes; `None` for a type it does
+/// not judge or a column of nulls only.
 fn dictionary_pays(columns: &[&dyn Array]) -> Option<bool> {
-    use arrow_schema::DataType as T;
     let first = columns.first()?;
-    // Bytes a value takes in Arrow, and plain in Parquet (8- and 16-bit integers are INT32).
-    let (arrow_width, width) = match first.data_type() {
-        T::Int8 | T::UInt8 => (1, 4),
-        T::Int16 | T::UInt16 => (2, 4),
-        T::Int32 | T::UInt32 | T::Float32 | T::Date32 | T::Time32(_) => (4, 4),
-        T::Int64
-        | T::UInt64
-        | T::Float64
-        | T::Date64
-        | T::Time64(_)
-        | T::Timestamp(_, _)
-        | T::Duration(_) => (8, 8),
-        _ => return None,
-    };
+    let Stored {
+        arrow_width, width, ..
+    } = stored(first.data_type())?;
     if columns.iter().any(|c| c.data_type() != first.data_type()) {
         return None;
     }
@@ -534,12 +529,12 @@ impl std::hash::Hasher for Mix {
 
 /// How the data files of a table with `properties` are written: their codec (snappy unless
 /// [`PROP_COMPRESSION_CODEC`] says otherwise), the row-group limit, per-column bloom filters
-/// and the encoding of integer columns ([`PROP_INTEGER_ENCODING`]) its properties ask for. A filter is sized for the rows one
-/// row group holds (at most the row-group limit, at most the rows written), so a small write
-/// does not carry a megabyte of filter per column. Filters go at the end of the file, so row
-/// groups stay contiguous (byte-range readers find them where they expect). A value that is
-/// not a number, or a filter on a column that is not a top-level column of `schema`, is an
-/// error that names the property.
+/// and the encoding of integer columns ([`PROP_INTEGER_ENCODING`]) its properties ask for. A
+/// filter is sized for the rows one row group holds (at most the row-group limit, at most the
+/// rows written), so a small write does not carry a megabyte of filter per column. Filters go
+/// at the end of the file, so row groups stay contiguous (byte-range readers find them where
+/// they expect). A value that is not a number, or a filter on a column that is not a
+/// top-level column of `schema`, is an error that names the property.
 pub(crate) fn writer_properties(
     table: &str,
     properties: &HashMap<String, String>,
@@ -1604,14 +1599,14 @@ mod tests {
             v.iter().map(|(n, e)| (n.to_string(), *e)).collect()
         };
         assert_eq!(
-            plain_columns(std::slice::from_ref(&batch), true),
+            columns_without_dictionary(std::slice::from_ref(&batch), true),
             named(&[
                 ("id", Encoding::DELTA_BINARY_PACKED),
                 ("at", Encoding::DELTA_BINARY_PACKED)
             ])
         );
         assert_eq!(
-            plain_columns(&[batch], false),
+            columns_without_dictionary(&[batch], false),
             named(&[("id", Encoding::PLAIN), ("at", Encoding::PLAIN)])
         );
         // Floats are not Parquet integers: plain either way.
@@ -1623,15 +1618,15 @@ mod tests {
         )])
         .unwrap();
         assert_eq!(
-            plain_columns(&[floats], true),
+            columns_without_dictionary(&[floats], true),
             named(&[("x", Encoding::PLAIN)])
         );
-        assert!(plain_columns(&[], true).is_empty());
+        assert!(columns_without_dictionary(&[], true).is_empty());
     }
 
-    /// Every type [`stored_as_integers`] names is written delta-encoded when no dictionary pays,
-    /// and reads back the same values, nulls and extremes included (differences that overflow
-    /// wrap, as DELTA_BINARY_PACKED specifies).
+    /// Every type [`stored`] stores as a Parquet integer is written delta-encoded when no
+    /// dictionary pays, and reads back the same values, nulls and extremes included
+    /// (differences that overflow wrap, as DELTA_BINARY_PACKED specifies).
     #[test]
     fn delta_encoded_integers_of_every_type_read_back() {
         use arrow_array::{
