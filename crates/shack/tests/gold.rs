@@ -340,6 +340,16 @@ async fn daily_finishes_equal_a_rebuild_row_for_row() {
             (read as usize) < held,
             "Aug {day}: read {read} of silver.payments' {held} rows"
         );
+        // The marts follow the calendar, not the data: unpartitioned, written back whole as
+        // one file, never a file per day touched.
+        for mart in [gold::MART_DAILY_CASH, gold::MART_ORDER_REVENUE] {
+            let t = lake.catalog.table(mart).await.expect("mart");
+            assert!(t.metadata().default_partition_spec().is_unpartitioned());
+            let files = t.data_files(&audit()).await.expect("files");
+            assert_eq!(files.len(), 1, "Aug {day}: {mart} is one file");
+            let report = r.tables.iter().find(|t| t.table == mart).expect("mart");
+            assert!(report.rewritten_whole, "Aug {day}: {mart} written whole");
+        }
         println!(
             "Aug {day}: rebuilt {:?} ({:?})",
             r.dates_rebuilt, r.touched_by
@@ -543,9 +553,10 @@ async fn two_finishes_at_once_never_mix() {
     assert!(committed.contains(heads.iter().next().expect("one")));
 }
 
-/// Gold tables made before `gold.fct_payments` and `gold.mart_daily_cash` were partitioned by
-/// processor date (an older lake) keep their spec: daily finishes rewrite the touched dates'
-/// rows instead of replacing partitions, and still equal a rebuild row for row.
+/// Gold tables of an older lake keep their spec: a `gold.fct_payments` made before it was
+/// partitioned by processor date has its touched dates' rows rewritten, marts made partitioned
+/// by day have their touched days' partitions replaced (not the whole table rewritten), and
+/// daily finishes still equal a rebuild row for row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unpartitioned_gold_from_an_older_lake_walks_on_too() {
     let season = season();
@@ -556,10 +567,10 @@ async fn unpartitioned_gold_from_an_older_lake_walks_on_too() {
     let mut changes = Vec::new();
     for t in gold::TABLES {
         let schema = gold::schema(t).expect("schema");
-        let partitioning = if t == gold::MART_ORDER_REVENUE {
-            gold::partitioning(t)
-        } else {
-            Vec::new()
+        let partitioning = match t {
+            gold::MART_ORDER_REVENUE => vec![lake::PartitionField::identity("order_date")],
+            gold::MART_DAILY_CASH => vec![lake::PartitionField::identity("processor_date")],
+            _ => Vec::new(),
         };
         changes.push(
             lake.catalog
@@ -585,12 +596,26 @@ async fn unpartitioned_gold_from_an_older_lake_walks_on_too() {
         boil(&lake).await;
         let r = finish(&lake, through, false).await;
         assert!(r.rebuilt_because.is_none(), "{:?}", r.rebuilt_because);
-        let fct = r
-            .tables
-            .iter()
-            .find(|t| t.table == gold::FCT_PAYMENTS)
-            .expect("fct");
-        assert!(!fct.rewritten_whole, "Aug {day}: only the touched dates");
+        for t in [
+            gold::FCT_PAYMENTS,
+            gold::MART_DAILY_CASH,
+            gold::MART_ORDER_REVENUE,
+        ] {
+            let report = r.tables.iter().find(|r| r.table == t).expect("table");
+            assert!(
+                !report.rewritten_whole,
+                "Aug {day}: {t}: only the touched dates"
+            );
+        }
+        let revenue = lake
+            .catalog
+            .table(gold::MART_ORDER_REVENUE)
+            .await
+            .expect("mart");
+        assert!(
+            revenue.data_files(&audit()).await.expect("files").len() > 1,
+            "a mart partitioned by day keeps a file per day"
+        );
     }
     let mut daily = BTreeMap::new();
     for t in gold::TABLES {

@@ -13,7 +13,8 @@
 //!    a status change moves nothing;
 //! 3. the touched processor dates — the new events', the moved events', the re-priced days —
 //!    whole, from `silver.payments` (partitioned by that day) and the orders they name. These
-//!    replace their partitions of `gold.fct_payments` and `gold.mart_daily_cash`;
+//!    replace their partitions of `gold.fct_payments`, and their rows of `gold.mart_daily_cash`
+//!    (read whole: a few rows a day);
 //! 4. `gold.mart_order_revenue`: an order date whose rate changed, or that an event moved into
 //!    or out of, is recomputed from all its events (its orders, read from their creation days,
 //!    and their events, looked up); any other date a new event falls on is its old rows plus
@@ -38,7 +39,9 @@ use crate::error::{Result, ShackError};
 use crate::silver::boil::{day_ranges, within};
 use crate::silver::tables::{FX_RATES, ORDER_CHANGES, ORDERS, PAYMENTS};
 
-use super::finish::{read_facts, read_orders, read_payments, read_queue, read_rates, read_revenue};
+use super::finish::{
+    read_cash, read_facts, read_orders, read_payments, read_queue, read_rates, read_revenue,
+};
 use super::{
     CashRow, DAY_US, FCT_PAYMENTS, FULFILMENT_QUEUE, Fact, MART_DAILY_CASH, MART_ORDER_REVENUE,
     Order, QueueRow, Rates, RevenueRow, TABLES, inputs, local_day, props, rate_for, to_cad_minor,
@@ -59,6 +62,7 @@ pub(super) struct Outputs {
     pub facts: Vec<Fact>,
     pub facts_scope: Scope,
     pub cash: Vec<CashRow>,
+    pub cash_scope: Scope,
     pub revenue: Vec<RevenueRow>,
     pub revenue_scope: Scope,
     pub queue: Vec<QueueRow>,
@@ -383,7 +387,22 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     let walked: BTreeSet<i32> = by_payments.difference(&full).copied().collect();
     let all_dates: BTreeSet<i32> = full.union(&walked).copied().collect();
     let mart = &i.gold[MART_ORDER_REVENUE];
-    let old_revenue = if all_dates.is_empty() {
+    // A mart partitioned by order date (as an earlier version made it) replaces the dates'
+    // partitions; one that is not is read whole (one small file) and written back whole, its other dates'
+    // rows kept as they were.
+    let revenue_whole = !partitioned_by(mart, "order_date");
+    let mut kept_revenue: Vec<RevenueRow> = Vec::new();
+    let old_revenue = if revenue_whole {
+        let batches = mart
+            .scan(&At::Snapshot(heads[MART_ORDER_REVENUE]))
+            .await
+            .map_err(lake_err(MART_ORDER_REVENUE))?;
+        let (old, kept): (Vec<RevenueRow>, Vec<RevenueRow>) = read_revenue(&batches)?
+            .into_iter()
+            .partition(|r| all_dates.contains(&r.order_date));
+        kept_revenue = kept;
+        old
+    } else if all_dates.is_empty() {
         Vec::new()
     } else {
         let columns = super::column_names(MART_ORDER_REVENUE)?;
@@ -457,6 +476,8 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
         r.net_cad_minor += cad;
     }
     revenue.extend(groups.into_values());
+    let rebuilt_revenue = revenue.len();
+    revenue.extend(kept_revenue);
     revenue.sort_by(|a, b| (a.order_date, &a.ship_region).cmp(&(b.order_date, &b.ship_region)));
 
     // Report only dates that hold rows, before or after.
@@ -464,6 +485,7 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
         .iter()
         .chain(revenue.iter())
         .map(|r| r.order_date)
+        .filter(|d| all_dates.contains(d))
         .collect();
     let mut touched_by: BTreeMap<String, u64> = BTreeMap::new();
     for (why, set) in [
@@ -491,14 +513,40 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     waiting.extend(changed.iter().filter_map(|id| orders.get(id)).cloned());
     let queue = super::fulfilment_queue(&waiting, i.through_us, i.tz);
 
-    let cash = super::daily_cash(&new_facts);
+    // Cash as revenue: a mart partitioned by processor date replaces the touched dates'
+    // partitions; one that is not is read whole and written back whole.
+    let mut cash = super::daily_cash(&new_facts);
+    let cash_t = &i.gold[MART_DAILY_CASH];
+    let cash_scope = if partitioned_by(cash_t, "processor_date") {
+        Scope::Dates(touched.clone())
+    } else {
+        let batches = cash_t
+            .scan(&At::Snapshot(heads[MART_DAILY_CASH]))
+            .await
+            .map_err(lake_err(MART_DAILY_CASH))?;
+        let kept: Vec<CashRow> = read_cash(&batches)?
+            .into_iter()
+            .filter(|r| !touched.contains(&r.processor_date))
+            .collect();
+        note_read("gold.mart_daily_cash", kept.len());
+        cash.extend(kept);
+        cash.sort_by(|a, b| (a.processor_date, &a.currency).cmp(&(b.processor_date, &b.currency)));
+        Scope::Whole
+    };
     let dates: BTreeSet<i32> = all_dates.intersection(&held_dates).copied().collect();
+    let revenue_scope = if revenue_whole {
+        note_read("gold.mart_order_revenue", revenue.len() - rebuilt_revenue);
+        Scope::Whole
+    } else {
+        Scope::Dates(dates.clone())
+    };
     Ok(Ok(Outputs {
         facts: new_facts,
         facts_scope: Scope::Dates(touched),
         cash,
+        cash_scope,
         revenue,
-        revenue_scope: Scope::Dates(dates.clone()),
+        revenue_scope,
         queue,
         dates,
         touched_by,
@@ -588,15 +636,19 @@ pub(super) fn dates_in(column: &str, dates: &BTreeSet<i32>) -> Predicate {
     Reference::new(column).is_in(dates.iter().map(|d| Datum::date(*d)))
 }
 
+/// Whether `table`'s default partition spec is `column`'s identity alone.
+pub(super) fn partitioned_by(table: &Table, column: &str) -> bool {
+    let meta = table.metadata();
+    let spec = meta.default_partition_spec();
+    matches!(spec.fields(), [f] if f.transform == Transform::Identity
+        && meta.current_schema().field_by_id(f.source_id).is_some_and(|s| s.name == column))
+}
+
 /// The rows of a gold table in `dates` of `column`: whole partitions when the table is
 /// partitioned by that column (as a finish creates it), else the rows themselves (a table
 /// made before it was partitioned: its files holding such rows are rewritten).
 pub(super) fn replace_dates(table: &Table, column: &str, dates: &BTreeSet<i32>) -> Replace {
-    let meta = table.metadata();
-    let spec = meta.default_partition_spec();
-    let by_column = matches!(spec.fields(), [f] if f.transform == Transform::Identity
-        && meta.current_schema().field_by_id(f.source_id).is_some_and(|s| s.name == column));
-    if by_column {
+    if partitioned_by(table, column) {
         return Replace::Partitions(
             dates
                 .iter()

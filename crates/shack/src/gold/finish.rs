@@ -20,7 +20,7 @@ use crate::silver::tables::{FX_RATES, ORDER_CHANGES, ORDERS, PAYMENTS};
 
 use super::delta::{self, Scope};
 use super::{
-    FCT_PAYMENTS, Fact, FinishOptions, FinishReport, GoldTableReport, MART_DAILY_CASH,
+    CashRow, FCT_PAYMENTS, Fact, FinishOptions, FinishReport, GoldTableReport, MART_DAILY_CASH,
     MART_ORDER_REVENUE, Order, Payment, Rates, RevenueRow, TABLES, date_of, inputs, props,
     watermark_key,
 };
@@ -214,7 +214,7 @@ pub async fn stage_finish(
             }
             MART_DAILY_CASH => (
                 super::daily_cash_batch(&out.cash)?,
-                &out.facts_scope,
+                &out.cash_scope,
                 "processor_date",
             ),
             MART_ORDER_REVENUE => (
@@ -339,6 +339,7 @@ async fn whole(
         facts,
         facts_scope: Scope::Whole,
         cash,
+        cash_scope: Scope::Whole,
         revenue,
         revenue_scope: Scope::Whole,
         queue,
@@ -610,6 +611,43 @@ pub(crate) fn read_facts(batches: &[RecordBatch]) -> Result<Vec<Fact>> {
                 fx_rate_date: opt(rate_date.is_valid(i), rate_date.value(i)),
                 fx_rate_micros: opt(rate.is_valid(i), rate.value(i)),
                 amount_cad_minor: opt(cad.is_valid(i), cad.value(i)),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The rows of `gold.mart_daily_cash`.
+pub(crate) fn read_cash(batches: &[RecordBatch]) -> Result<Vec<CashRow>> {
+    let t = super::MART_DAILY_CASH;
+    let mut out = Vec::new();
+    for b in batches {
+        let day = dates(t, b, "processor_date")?;
+        let currency = strs(t, b, "currency")?;
+        let captures = longs(t, b, "captures")?;
+        let refunds = longs(t, b, "refunds")?;
+        let captured = longs(t, b, "captured_minor")?;
+        let refunded = longs(t, b, "refunded_minor")?;
+        let net = longs(t, b, "net_minor")?;
+        let rate_date = opt_dates(t, b, "fx_rate_date")?;
+        let rate = opt_longs(t, b, "fx_rate_micros")?;
+        let captured_cad = opt_longs(t, b, "captured_cad_minor")?;
+        let refunded_cad = opt_longs(t, b, "refunded_cad_minor")?;
+        let net_cad = opt_longs(t, b, "net_cad_minor")?;
+        for i in 0..b.num_rows() {
+            out.push(CashRow {
+                processor_date: day.value(i),
+                currency: currency.value(i).to_string(),
+                captures: captures.value(i),
+                refunds: refunds.value(i),
+                captured_minor: captured.value(i),
+                refunded_minor: refunded.value(i),
+                net_minor: net.value(i),
+                fx_rate_date: opt(rate_date.is_valid(i), rate_date.value(i)),
+                fx_rate_micros: opt(rate.is_valid(i), rate.value(i)),
+                captured_cad_minor: opt(captured_cad.is_valid(i), captured_cad.value(i)),
+                refunded_cad_minor: opt(refunded_cad.is_valid(i), refunded_cad.value(i)),
+                net_cad_minor: opt(net_cad.is_valid(i), net_cad.value(i)),
             });
         }
     }

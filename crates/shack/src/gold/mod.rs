@@ -9,13 +9,21 @@
 //!   while CDC lags or when the order was deleted), and its CAD value. Partitioned by
 //!   `processor_date`; a run replaces the dates it touched.
 //! * [`MART_DAILY_CASH`]: per processor date and currency, captured, refunded and net in minor
-//!   units and in CAD minor units (the sum of the events' rounded CAD). Partitioned and replaced
-//!   as `gold.fct_payments` is.
+//!   units and in CAD minor units (the sum of the events' rounded CAD). The processor dates
+//!   `gold.fct_payments` replaces are recomputed; the table is unpartitioned (two rows a day at
+//!   any scale) and written back whole, one file, with the other dates' rows as they were.
 //! * [`MART_ORDER_REVENUE`]: per order date and ship region, paid orders, gross, refunds and net
 //!   in CAD minor units, every event converted at the ORDER date's rate (captures and refunds
-//!   alike, so a full refund nets its order to exactly zero). Partitioned by `order_date` and
-//!   incremental: only the order dates new silver data touches are replaced
-//!   ([`lake::Replace::Partitions`]), see "Incremental" below.
+//!   alike, so a full refund nets its order to exactly zero). Incremental: only the order dates
+//!   new silver data touches are recomputed, see "Incremental" below; unpartitioned (a row per
+//!   ship region a day, at any scale) and written back whole, one file.
+//!
+//! Why the marts are not partitioned by day: their size follows the calendar, not the data (a
+//! season is 110 rows of cash and about 1,400 of revenue at every scale), so a day's partition
+//! was a file of two rows or a few dozen, and a late-season run, whose refunds reach back a
+//! month, read and wrote one such file per day touched, and the reconciliation audit read one
+//! per day of the season. A mart made partitioned by an earlier version keeps its spec and has
+//! its touched days' partitions replaced ([`lake::Replace::Partitions`]), as before.
 //! * [`FULFILMENT_QUEUE`]: orders paid, not shipped, not cancelled, not deleted, with how long
 //!   each has waited since it was paid (its `updated_at`: the paid change) as of the run's
 //!   `through`. Rewritten whole (it is small: the orders waiting), from the last queue and the
@@ -724,15 +732,14 @@ pub(crate) fn column_names(table: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-/// How a gold table is partitioned (when a finish creates it): `gold.mart_order_revenue` by
-/// `order_date`, `gold.fct_payments` and `gold.mart_daily_cash` by `processor_date` (a run
-/// replaces the dates it touched); `gold.fulfilment_queue`, small and rewritten each run, not
-/// at all. A table made before it was partitioned keeps its spec: its touched dates' rows
-/// are rewritten instead.
+/// How a gold table is partitioned (when a finish creates it): `gold.fct_payments` by
+/// `processor_date` (a run replaces the dates it touched); the marts and `gold.fulfilment_queue`,
+/// small and written back whole each run, not at all. A table made with another spec keeps it:
+/// a `gold.fct_payments` made before it was partitioned has its touched dates' rows rewritten,
+/// marts made partitioned by day have their touched days' partitions replaced.
 pub fn partitioning(table: &str) -> Vec<lake::PartitionField> {
     match table {
-        MART_ORDER_REVENUE => vec![lake::PartitionField::identity("order_date")],
-        FCT_PAYMENTS | MART_DAILY_CASH => vec![lake::PartitionField::identity("processor_date")],
+        FCT_PAYMENTS => vec![lake::PartitionField::identity("processor_date")],
         _ => Vec::new(),
     }
 }
