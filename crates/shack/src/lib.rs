@@ -67,4 +67,7 @@ pub use run::{RunOptions, RunReport, run, tap_alone};
 pub use season::{SeasonOptions, SeasonReport, SeasonRun, play_season};
 pub use silver::{BoilOptions, BoilReport, boil};
 pub use sugarbush::{NoProgress, Progress, Source};
-pub use tap::{BatchReport, ChangedReport, DuplicateReport, TapOptions, TapReport, tap, thousands};
+pub use tap::{
+    BatchReport, ChangedReport, DuplicateReport, LEDGER_FILES_KEPT, TapOptions, TapReport, tap,
+    thousands,
+};

@@ -16,8 +16,10 @@
 //!    (recorded with its original, not read again); otherwise streams its lines into Arrow
 //!    batches of bounded size and writes them as data files as it goes;
 //! 6. stages one snapshot per source that has new files, then one of `bronze.landing_files`
-//!    naming each file with the snapshot that holds it, and commits them all as one catalog
-//!    version. Before that commit no reader can see any of it; after it, all of it.
+//!    naming each file with the snapshot that holds it (once that table holds
+//!    [`LEDGER_FILES_KEPT`] data files, its rows are written back with the new ones as one
+//!    file), and commits them all as one catalog version. Before that commit no reader can see
+//!    any of it; after it, all of it.
 //!
 //! Nothing new means nothing written and nothing committed: the same `through` twice leaves the
 //! catalog, the tables and the files on disk exactly as they were.
@@ -51,18 +53,18 @@
 //! A tap never deletes its own files when a commit fails: a failed commit may have landed (a
 //! timeout after the write), and deleting files a committed version names would corrupt it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::builder::{Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
 use arrow_array::{
-    Array, ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use chrono::{DateTime, Timelike, Utc};
 use lake::iceberg::spec::DataFile;
-use lake::{At, Catalog, LakeError, Table, TableChange};
+use lake::{At, Catalog, LakeError, Replace, Table, TableChange};
 use serde::Serialize;
 use sugarbush::{LandedFile, Progress, Seen, Source};
 
@@ -306,7 +308,17 @@ struct Known {
     names: HashMap<String, Recorded>,
     /// (source, sha256) of every file version whose lines are in bronze → its name.
     tapped: HashMap<(String, String), String>,
+    /// The ledger's rows as read, and the data files that held them.
+    ledger: Vec<RecordBatch>,
+    ledger_files: BTreeSet<String>,
 }
+
+/// How many data files `bronze.landing_files` may hold before a tap writes its rows back as
+/// one file with the new ones. Every tap reads the whole ledger (a few dozen rows a run), and
+/// each run appended a file of its own: a late-season tap opened one small file per day of the
+/// season. Compacted at this many, a tap reads at most this many files, and one tap in this
+/// many rewrites the ledger (a few thousand rows a season at any scale: a row per landing file).
+pub const LEDGER_FILES_KEPT: usize = 8;
 
 /// What a landing file held when a tap last recorded it.
 struct Recorded {
@@ -345,13 +357,26 @@ impl Known {
         } else {
             At::Main
         };
-        let batches = table
-            .scan(&at)
+        // One snapshot for the rows and the files, so the files are exactly those the rows
+        // came from (a compaction replaces them).
+        let lake_err = |e| ShackError::lake(LANDING_FILES, e);
+        let at = match table.resolve(&at).map_err(lake_err)? {
+            Some(id) => At::Snapshot(id),
+            None => at,
+        };
+        let batches = table.scan(&at).await.map_err(lake_err)?;
+        let ledger_files = table
+            .data_files(&at)
             .await
-            .map_err(|e| ShackError::lake(LANDING_FILES, e))?;
+            .map_err(lake_err)?
+            .iter()
+            .map(|f| f.file_path().to_string())
+            .collect();
         let mut known = Known {
             names: HashMap::new(),
             tapped: HashMap::new(),
+            ledger: Vec::new(),
+            ledger_files,
         };
         for b in &batches {
             let file = string_column(b, "file")?;
@@ -392,6 +417,7 @@ impl Known {
                 }
             }
         }
+        known.ledger = batches;
         Ok(known)
     }
 }
@@ -714,7 +740,7 @@ pub(crate) async fn tap_as(
     let mut attempt = 0;
     let committed = loop {
         attempt += 1;
-        let (changes, batches) = stage_all(&tables, &pending, &untapped, &run).await?;
+        let (changes, batches) = stage_all(&tables, &pending, &untapped, &known, &run).await?;
         report.batches = batches;
         let elapsed = write_started.elapsed();
         if !options.orphan_grace.is_zero() && elapsed * 2 > options.orphan_grace {
@@ -841,6 +867,7 @@ async fn stage_all(
     tables: &BTreeMap<String, Table>,
     pending: &[Pending],
     untapped: &[FileRecord],
+    known: &Known,
     run: &Run<'_>,
 ) -> Result<(Vec<TableChange>, Vec<BatchReport>)> {
     let table = |name: &str| -> Result<&Table> {
@@ -899,14 +926,35 @@ async fn stage_all(
     records.extend(untapped.iter().map(|d| (d, None)));
     let batch = landing_files_batch(&records, run)?;
     let lf = table(LANDING_FILES)?;
-    let lf_files = write(lf, LANDING_FILES, batch).await?;
     let properties = BTreeMap::from([
         (props::TAP_ID.to_string(), run.tap_id.to_string()),
         (props::THROUGH.to_string(), run.through_s.clone()),
         (props::FILES.to_string(), records.len().to_string()),
     ]);
+    // The ledger's rows written back with the new ones, replacing exactly the files they were
+    // read from, once it holds `LEDGER_FILES_KEPT` files (a retry after a lost race stages
+    // again only when the branch did not move, so those files are still the live ones).
+    let (lf_files, replace) = if known.ledger_files.len() >= LEDGER_FILES_KEPT {
+        let mut all = known.ledger.clone();
+        all.push(batch);
+        let replace = Replace::Files {
+            paths: known.ledger_files.clone(),
+            conflicts: Arc::new(|b: &RecordBatch| {
+                Ok(BooleanArray::from(vec![false; b.num_rows()]))
+            }),
+            may_conflict: None,
+        };
+        (
+            lf.write_data_files(&all)
+                .await
+                .map_err(|e| ShackError::lake(LANDING_FILES, e))?,
+            Some(replace),
+        )
+    } else {
+        (write(lf, LANDING_FILES, batch).await?, None)
+    };
     let change = lf
-        .stage_files(run.branch, lf_files, None, properties)
+        .stage_files(run.branch, lf_files, replace.as_ref(), properties)
         .await
         .map_err(|e| ShackError::lake(LANDING_FILES, e))?;
     changes.push(change);

@@ -1074,3 +1074,62 @@ async fn a_missing_or_empty_landing_zone_is_an_error_naming_the_folder() {
     // And once everything is tapped, nothing new is nothing new.
     assert!(tap(t2).await.expect("tap").nothing_new());
 }
+
+/// `bronze.landing_files` does not gain a data file per tap for ever: once it holds
+/// `LEDGER_FILES_KEPT` files, a tap writes its rows back as one file with the new ones. No
+/// record is lost or changed on the way, and every landed file is recorded exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_is_compacted_and_keeps_every_record() {
+    let season = season();
+    let lake = Lake::new();
+    let mut before: Vec<String> = Vec::new();
+    let mut compacted = 0;
+    let mut through = aug16();
+    for _ in 0..(shack::LEDGER_FILES_KEPT + 4) {
+        through += chrono::Duration::hours(6);
+        let report = lake.tap(&season, through).await;
+        assert!(
+            report.catalog_version.is_some(),
+            "new files every six hours"
+        );
+        let ledger = lake
+            .catalog
+            .table(bronze::LANDING_FILES)
+            .await
+            .expect("ledger");
+        let files = ledger
+            .data_files(&At::reference(bronze::AUDIT_BRANCH))
+            .await
+            .expect("files")
+            .len();
+        assert!(
+            files <= shack::LEDGER_FILES_KEPT,
+            "{files} ledger files after a tap"
+        );
+        compacted += usize::from(files == 1 && !before.is_empty());
+        let now = rows_as_text(&lake.audit_rows(bronze::LANDING_FILES).await);
+        let mut left = now.clone();
+        for row in &before {
+            let i = left
+                .iter()
+                .position(|r| r == row)
+                .unwrap_or_else(|| panic!("a record was lost or changed: {row}"));
+            left.swap_remove(i);
+        }
+        assert!(!left.is_empty(), "the tap's own records");
+        before = now;
+    }
+    assert!(compacted >= 1, "the ledger was written back as one file");
+    let names = str_column(&lake.audit_rows(bronze::LANDING_FILES).await, "file");
+    let unique: BTreeSet<_> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "every file recorded once");
+    let landed: usize = Source::ALL
+        .iter()
+        .map(|s| {
+            sugarbush::landed(&season, *s, through)
+                .expect("landed")
+                .len()
+        })
+        .sum();
+    assert_eq!(names.len(), landed, "every landed file recorded");
+}
