@@ -32,7 +32,7 @@ use parquet::bloom_filter::Sbbf;
 
 use crate::catalog::Catalog;
 use crate::error::{LakeError, Result};
-use crate::read::{KeySet, parquet_error, read_parallelism};
+use crate::read::{KeySet, lookup_parallelism, parquet_error};
 use crate::table::{At, Table};
 
 /// What [`Table::lookup`] read, and what it found.
@@ -87,7 +87,6 @@ impl Table {
     ) -> Result<Lookup> {
         let name = self.name().to_string();
         let ctx = || format!("looking up {name} by {key} at {at}");
-        let ice = |e: iceberg::Error| LakeError::iceberg(ctx(), e);
         let schema = self.metadata().current_schema().clone();
         let field = schema
             .field_by_name(key)
@@ -119,16 +118,27 @@ impl Table {
             Arc::new(keys.iter().map(|k| KeyProbe::new(key_hash(k))).collect());
         let field_id = field.id;
         let key_name = key.to_string();
+        // Each file's footer and filters are read and decoded on a task of its own, several
+        // more files in flight than there are cores: a footer costs two or three reads (a wait
+        // on the store) and then a decode (CPU), so the waits overlap and the decodes take
+        // both cores.
+        let in_flight = lookup_parallelism();
         let pruned: Vec<Pruned> = futures::stream::iter(tasks)
             .map(|task| {
                 let (probes, key_name) = (probes.clone(), key_name.clone());
                 let catalog = self.catalog().clone();
-                async move { prune(&catalog, task, field_id, &key_name, &probes).await }
+                let ctx = ctx();
+                async move {
+                    crate::read::spawned(&ctx, async move {
+                        prune(&catalog, task, field_id, &key_name, &probes).await
+                    })
+                    .await?
+                    .map_err(|e| LakeError::iceberg(ctx, e))
+                }
             })
-            .buffered(read_parallelism())
+            .buffered(in_flight)
             .try_collect()
-            .await
-            .map_err(ice)?;
+            .await?;
         let mut wanted = Vec::new();
         for p in pruned {
             out.row_groups_held += p.held;

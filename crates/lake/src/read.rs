@@ -181,6 +181,14 @@ impl Table {
         // iceberg's reader, built when the first file that is not plain needs it (building one
         // reads the machine's core count from cgroup files: most reads never need it).
         let iceberg = self.iceberg().clone();
+        // A lookup reads the few row groups of each file that may hold a key: small reads, so
+        // more of them are in flight (their waits on the store overlap) than a scan's, whose
+        // files are decoded whole and held until their turn.
+        let in_flight = if keys.is_some() {
+            lookup_parallelism()
+        } else {
+            read_parallelism()
+        };
         let reader = std::sync::Arc::new(std::sync::OnceLock::new());
         let read_ctx = ctx.clone();
         let catalog = self.catalog().clone();
@@ -214,7 +222,7 @@ impl Table {
                     stream.try_collect::<Vec<RecordBatch>>().await
                 })
             })
-            .buffered(read_parallelism());
+            .buffered(in_flight);
         Ok(Box::pin(
             files
                 .map_ok(move |batches| {
@@ -455,6 +463,21 @@ pub(crate) async fn spawned<T: Send + 'static>(
     (&mut task.0)
         .await
         .map_err(|e| LakeError::Other(format!("{ctx}: its task failed: {e}")))
+}
+
+/// How many files a lookup has in flight (reading footers and filters, then the row groups
+/// that may hold a key), per core: small reads whose waits on the store should overlap. Set
+/// `LAKE_READ_PARALLELISM` and a lookup has that many in flight, as every other read.
+const KEYED_READS_PER_CORE: usize = 4;
+
+/// How many files a lookup has in flight: [`read_parallelism`] times
+/// [`KEYED_READS_PER_CORE`], or `LAKE_READ_PARALLELISM` when set.
+pub(crate) fn lookup_parallelism() -> usize {
+    if std::env::var_os("LAKE_READ_PARALLELISM").is_some() {
+        read_parallelism()
+    } else {
+        read_parallelism() * KEYED_READS_PER_CORE
+    }
 }
 
 /// How many data files a read decodes, and a partitioned write encodes, at once: one per core,
