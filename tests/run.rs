@@ -197,13 +197,9 @@ fn the_august_17_morning_exits_3_then_a_replay_exits_0() {
             .as_str()
             .is_some_and(|l| l.ends_with(".metadata.json"))
     );
-    let about = stdout(&sugarshack(
-        dir,
-        &["describe", "gold.mart_order_revenue"],
-        &[],
-    ));
+    let about = stdout(&sugarshack(dir, &["describe", "gold.fct_payments"], &[]));
     assert!(
-        about.contains("order_date  identity   order_date"),
+        about.contains("processor_date  identity   processor_date"),
         "{about}"
     );
 

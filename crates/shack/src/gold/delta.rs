@@ -240,19 +240,11 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     let horizon = utc_day(i.through_us).max(local_day(i.tz, i.through_us));
     let repriced = changed_days(&old_rates, i.rates, horizon);
 
-    // 3. The changed orders now, and the events gold holds for them: which moved.
-    let mut orders: HashMap<String, Order> = HashMap::new();
-    let found = lookup_orders(i, &changed).await?;
-    note_read("silver.orders (looked up)", found.len());
-    orders.extend(found.into_iter().map(|o| (o.order_id.clone(), o)));
-    let info = |orders: &HashMap<String, Order>, id: &str| -> Option<(i32, String)> {
-        orders
-            .get(id)
-            .filter(|o| !o.is_deleted)
-            .map(|o| (local_day(i.tz, o.created_at_us), o.ship_region.clone()))
-    };
-    // One lookup in gold for the changed orders' events and for whether the orders of new
-    // captures were already paid (step 5): each lookup reads every fct file's footer.
+    // 3. The changed orders now, and the events gold holds for them: which moved. One lookup
+    //    in gold for the changed orders' events and for whether the orders of new captures
+    //    were already paid (step 5): each lookup reads every fct file's footer. The two
+    //    lookups do not depend on each other and run at once (their files' reads and decodes
+    //    overlap), with the reads of the small tables steps 5 and 6 read whole.
     let fct = &i.gold[FCT_PAYMENTS];
     let fct_at = At::Snapshot(heads[FCT_PAYMENTS]);
     let mut asked: BTreeSet<String> = new_payments
@@ -261,7 +253,20 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
         .map(|p| p.order_id.clone())
         .collect();
     asked.extend(changed.iter().cloned());
-    let mut held = lookup_facts(fct, &fct_at, &asked, None).await?;
+    let (found, mut held, small) = futures::try_join!(
+        lookup_orders(i, &changed),
+        lookup_facts(fct, &fct_at, &asked, None),
+        read_small(i, &heads),
+    )?;
+    let mut orders: HashMap<String, Order> = HashMap::new();
+    note_read("silver.orders (looked up)", found.len());
+    orders.extend(found.into_iter().map(|o| (o.order_id.clone(), o)));
+    let info = |orders: &HashMap<String, Order>, id: &str| -> Option<(i32, String)> {
+        orders
+            .get(id)
+            .filter(|o| !o.is_deleted)
+            .map(|o| (local_day(i.tz, o.created_at_us), o.ship_region.clone()))
+    };
     note_read("gold.fct_payments (looked up)", held.len());
     let mut touched: BTreeSet<i32> = new_payments
         .iter()
@@ -390,14 +395,10 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     // A mart partitioned by order date (as an earlier version made it) replaces the dates'
     // partitions; one that is not is read whole (one small file) and written back whole, its other dates'
     // rows kept as they were.
-    let revenue_whole = !partitioned_by(mart, "order_date");
+    let revenue_whole = small.revenue.is_some();
     let mut kept_revenue: Vec<RevenueRow> = Vec::new();
-    let old_revenue = if revenue_whole {
-        let batches = mart
-            .scan(&At::Snapshot(heads[MART_ORDER_REVENUE]))
-            .await
-            .map_err(lake_err(MART_ORDER_REVENUE))?;
-        let (old, kept): (Vec<RevenueRow>, Vec<RevenueRow>) = read_revenue(&batches)?
+    let old_revenue = if let Some(batches) = &small.revenue {
+        let (old, kept): (Vec<RevenueRow>, Vec<RevenueRow>) = read_revenue(batches)?
             .into_iter()
             .partition(|r| all_dates.contains(&r.order_date));
         kept_revenue = kept;
@@ -500,12 +501,7 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     }
 
     // 6. The queue: the old one without the changed orders, and those now paid.
-    let queue_t = &i.gold[FULFILMENT_QUEUE];
-    let queue_rows = queue_t
-        .scan(&At::Snapshot(heads[FULFILMENT_QUEUE]))
-        .await
-        .map_err(lake_err(FULFILMENT_QUEUE))?;
-    let mut waiting: Vec<Order> = read_queue(&queue_rows)?
+    let mut waiting: Vec<Order> = read_queue(&small.queue)?
         .into_iter()
         .filter(|o| !changed.contains(&o.order_id))
         .collect();
@@ -516,15 +512,8 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     // Cash as revenue: a mart partitioned by processor date replaces the touched dates'
     // partitions; one that is not is read whole and written back whole.
     let mut cash = super::daily_cash(&new_facts);
-    let cash_t = &i.gold[MART_DAILY_CASH];
-    let cash_scope = if partitioned_by(cash_t, "processor_date") {
-        Scope::Dates(touched.clone())
-    } else {
-        let batches = cash_t
-            .scan(&At::Snapshot(heads[MART_DAILY_CASH]))
-            .await
-            .map_err(lake_err(MART_DAILY_CASH))?;
-        let kept: Vec<CashRow> = read_cash(&batches)?
+    let cash_scope = if let Some(batches) = &small.cash {
+        let kept: Vec<CashRow> = read_cash(batches)?
             .into_iter()
             .filter(|r| !touched.contains(&r.processor_date))
             .collect();
@@ -532,6 +521,8 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
         cash.extend(kept);
         cash.sort_by(|a, b| (a.processor_date, &a.currency).cmp(&(b.processor_date, &b.currency)));
         Scope::Whole
+    } else {
+        Scope::Dates(touched.clone())
     };
     let dates: BTreeSet<i32> = all_dates.intersection(&held_dates).copied().collect();
     let revenue_scope = if revenue_whole {
@@ -634,6 +625,41 @@ pub(super) fn changed_days(old: &Rates, new: &Rates, horizon: i32) -> BTreeSet<i
 /// `column` (a date) is one of `dates`.
 pub(super) fn dates_in(column: &str, dates: &BTreeSet<i32>) -> Predicate {
     Reference::new(column).is_in(dates.iter().map(|d| Datum::date(*d)))
+}
+
+/// The gold tables a walk reads whole: the queue always, each mart when it is unpartitioned
+/// (`None`: partitioned by its date, as an earlier version made it, and read by date).
+struct Small {
+    queue: Vec<RecordBatch>,
+    cash: Option<Vec<RecordBatch>>,
+    revenue: Option<Vec<RecordBatch>>,
+}
+
+/// Read [`Small`]'s tables at the heads the walk goes on from, all at once.
+async fn read_small(i: &Inputs<'_>, heads: &BTreeMap<&str, i64>) -> Result<Small> {
+    let whole = |name: &'static str| async move {
+        i.gold[name]
+            .scan(&At::Snapshot(heads[name]))
+            .await
+            .map_err(lake_err(name))
+    };
+    let unless_by = |name: &'static str, column: &'static str| async move {
+        if partitioned_by(&i.gold[name], column) {
+            Ok(None)
+        } else {
+            whole(name).await.map(Some)
+        }
+    };
+    let (queue, cash, revenue) = futures::try_join!(
+        whole(FULFILMENT_QUEUE),
+        unless_by(MART_DAILY_CASH, "processor_date"),
+        unless_by(MART_ORDER_REVENUE, "order_date"),
+    )?;
+    Ok(Small {
+        queue,
+        cash,
+        revenue,
+    })
 }
 
 /// Whether `table`'s default partition spec is `column`'s identity alone.
