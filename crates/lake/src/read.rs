@@ -473,11 +473,14 @@ const KEYED_READS_PER_CORE: usize = 4;
 /// How many files a lookup has in flight: [`read_parallelism`] times
 /// [`KEYED_READS_PER_CORE`], or `LAKE_READ_PARALLELISM` when set.
 pub(crate) fn lookup_parallelism() -> usize {
-    if std::env::var_os("LAKE_READ_PARALLELISM").is_some() {
-        read_parallelism()
-    } else {
-        read_parallelism() * KEYED_READS_PER_CORE
-    }
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        if std::env::var_os("LAKE_READ_PARALLELISM").is_some() {
+            read_parallelism()
+        } else {
+            read_parallelism() * KEYED_READS_PER_CORE
+        }
+    })
 }
 
 /// How many data files a read decodes, and a partitioned write encodes, at once: one per core,

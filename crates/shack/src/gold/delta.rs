@@ -244,7 +244,7 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     //    in gold for the changed orders' events and for whether the orders of new captures
     //    were already paid (step 5): each lookup reads every fct file's footer. The two
     //    lookups do not depend on each other and run at once (their files' reads and decodes
-    //    overlap), with the reads of the small tables steps 5 and 6 read whole.
+    //    overlap), and so do the whole reads of the small tables steps 5 and 6 use.
     let fct = &i.gold[FCT_PAYMENTS];
     let fct_at = At::Snapshot(heads[FCT_PAYMENTS]);
     let mut asked: BTreeSet<String> = new_payments
@@ -392,32 +392,31 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     let walked: BTreeSet<i32> = by_payments.difference(&full).copied().collect();
     let all_dates: BTreeSet<i32> = full.union(&walked).copied().collect();
     let mart = &i.gold[MART_ORDER_REVENUE];
-    // A mart partitioned by order date (as an earlier version made it) replaces the dates'
-    // partitions; one that is not is read whole (one small file) and written back whole, its other dates'
-    // rows kept as they were.
-    let revenue_whole = small.revenue.is_some();
-    let mut kept_revenue: Vec<RevenueRow> = Vec::new();
-    let old_revenue = if let Some(batches) = &small.revenue {
-        let (old, kept): (Vec<RevenueRow>, Vec<RevenueRow>) = read_revenue(batches)?
-            .into_iter()
-            .partition(|r| all_dates.contains(&r.order_date));
-        kept_revenue = kept;
-        old
-    } else if all_dates.is_empty() {
-        Vec::new()
-    } else {
-        let columns = super::column_names(MART_ORDER_REVENUE)?;
-        let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
-        let (batches, _) = mart
-            .scan_where(
-                &At::Snapshot(heads[MART_ORDER_REVENUE]),
-                &columns,
-                dates_in("order_date", &all_dates),
-            )
-            .await
-            .map_err(lake_err(MART_ORDER_REVENUE))?;
-        read_revenue(&batches)?
-    };
+    // An unpartitioned mart was read whole (one small file): the dates walked on are its old
+    // rows there, and its other dates' rows are kept as they were, to be written back whole. A
+    // mart partitioned by order date (as an earlier version made it) has the dates' rows read
+    // here and their partitions replaced.
+    let (old_revenue, kept_revenue): (Vec<RevenueRow>, Vec<RevenueRow>) =
+        if let Some(batches) = &small.revenue {
+            let rows = read_revenue(batches)?;
+            note_read("gold.mart_order_revenue", rows.len());
+            rows.into_iter()
+                .partition(|r| all_dates.contains(&r.order_date))
+        } else if all_dates.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            let columns = super::column_names(MART_ORDER_REVENUE)?;
+            let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+            let (batches, _) = mart
+                .scan_where(
+                    &At::Snapshot(heads[MART_ORDER_REVENUE]),
+                    &columns,
+                    dates_in("order_date", &all_dates),
+                )
+                .await
+                .map_err(lake_err(MART_ORDER_REVENUE))?;
+            (read_revenue(&batches)?, Vec::new())
+        };
     let mut revenue =
         recompute_dates(i, &full, &new_facts, &touched, fct, &fct_at, &mut note_read).await?;
     let mut groups: BTreeMap<(i32, String), RevenueRow> = old_revenue
@@ -477,7 +476,6 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
         r.net_cad_minor += cad;
     }
     revenue.extend(groups.into_values());
-    let rebuilt_revenue = revenue.len();
     revenue.extend(kept_revenue);
     revenue.sort_by(|a, b| (a.order_date, &a.ship_region).cmp(&(b.order_date, &b.ship_region)));
 
@@ -513,20 +511,19 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     // partitions; one that is not is read whole and written back whole.
     let mut cash = super::daily_cash(&new_facts);
     let cash_scope = if let Some(batches) = &small.cash {
-        let kept: Vec<CashRow> = read_cash(batches)?
-            .into_iter()
-            .filter(|r| !touched.contains(&r.processor_date))
-            .collect();
-        note_read("gold.mart_daily_cash", kept.len());
-        cash.extend(kept);
+        let rows = read_cash(batches)?;
+        note_read("gold.mart_daily_cash", rows.len());
+        cash.extend(
+            rows.into_iter()
+                .filter(|r| !touched.contains(&r.processor_date)),
+        );
         cash.sort_by(|a, b| (a.processor_date, &a.currency).cmp(&(b.processor_date, &b.currency)));
         Scope::Whole
     } else {
         Scope::Dates(touched.clone())
     };
     let dates: BTreeSet<i32> = all_dates.intersection(&held_dates).copied().collect();
-    let revenue_scope = if revenue_whole {
-        note_read("gold.mart_order_revenue", revenue.len() - rebuilt_revenue);
+    let revenue_scope = if small.revenue.is_some() {
         Scope::Whole
     } else {
         Scope::Dates(dates.clone())

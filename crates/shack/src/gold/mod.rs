@@ -17,6 +17,10 @@
 //!   alike, so a full refund nets its order to exactly zero). Incremental: only the order dates
 //!   new silver data touches are recomputed, see "Incremental" below; unpartitioned (a row per
 //!   ship region a day, at any scale) and written back whole, one file.
+//! * [`FULFILMENT_QUEUE`]: orders paid, not shipped, not cancelled, not deleted, with how long
+//!   each has waited since it was paid (its `updated_at`: the paid change) as of the run's
+//!   `through`. Rewritten whole (it is small: the orders waiting), from the last queue and the
+//!   orders that changed.
 //!
 //! Why the marts are not partitioned by day: their size follows the calendar, not the data (a
 //! season is 110 rows of cash and about 1,400 of revenue at every scale), so a day's partition
@@ -24,10 +28,6 @@
 //! month, read and wrote one such file per day touched, and the reconciliation audit read one
 //! per day of the season. A mart made partitioned by an earlier version keeps its spec and has
 //! its touched days' partitions replaced ([`lake::Replace::Partitions`]), as before.
-//! * [`FULFILMENT_QUEUE`]: orders paid, not shipped, not cancelled, not deleted, with how long
-//!   each has waited since it was paid (its `updated_at`: the paid change) as of the run's
-//!   `through`. Rewritten whole (it is small: the orders waiting), from the last queue and the
-//!   orders that changed.
 //!
 //! ## FX and rounding
 //! USD converts at the latest `silver.fx_rates` USD→CAD rate on or before the day (weekends and
