@@ -44,11 +44,11 @@
 //!   an order whose `created_at` moved is on another day — on every other day. Order ids are
 //!   random, so neither partitions nor column bounds can find them, and a bounded guess would
 //!   make the payment → order and immutable-`created_at` checks wrong: `silver.orders` is
-//!   written with a bloom filter on `order_id` in row groups of 128 rows
-//!   ([`tables::properties`]), and only the row groups whose filter may hold an asked id are
-//!   read. The second lookup reads about one row group per order it finds (on the default
-//!   season's late days about 40–50 of 350, some 5–6k rows of 48k), plus every file's footer
-//!   and filters; what it reads follows the ids asked, not the table's history.
+//!   written with a bloom filter on `order_id` in row groups of 512 rows
+//!   ([`tables::ORDERS_ROW_GROUP_ROWS`]), and only the row groups whose filter may hold an
+//!   asked id are read. The second lookup reads about one row group per order it finds (a
+//!   default-scale day's file holds two), plus every file's footer and filters; what it reads follows the ids
+//!   asked and the days they name, not the table's history.
 //! - `silver.fx_rates`, `silver.settlements`: whole (a few rows a day).
 //!
 //! FX rates are kept exactly as `i64` micro-units (`rate_micros`, scaled by 10^6). A republished
