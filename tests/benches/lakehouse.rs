@@ -1371,6 +1371,9 @@ fn mib(v: &Value) -> f64 {
     num(v, "peak_kib") / 1024.0
 }
 
+/// The largest scale the season is played day by day at (see `part2`).
+const SEASON_SCALE_MAX: u32 = 10;
+
 fn part2(
     args: &Args,
     work: &Path,
@@ -1393,6 +1396,19 @@ fn part2(
             _ => 1,
         })
     };
+    // The season day by day (93 runs, then the early and late weeks) is played at the smallest
+    // scale asked for, and not above SEASON_SCALE_MAX: at scale 100 it would hold a second
+    // lake as large as the full build's for an hour.
+    let season_at = scales
+        .iter()
+        .copied()
+        .min()
+        .filter(|s| *s <= SEASON_SCALE_MAX);
+    if season_at.is_none() {
+        notes.push(format!(
+            "the season day by day not played: it is played at the smallest scale listed, up to {SEASON_SCALE_MAX} (add 1 to --scales)"
+        ));
+    }
     for &scale in &scales {
         let section = format!("part 2: scale {scale}");
         let base = work.join(format!("scale-{scale}"));
@@ -1565,8 +1581,7 @@ fn part2(
         extra[format!("scale_{scale}")] =
             json!({"generate": gens, "build": builds, "daily": dailies, "replay": replays});
 
-        // The season day by day, at the first scale only.
-        if scale != scales[0] {
+        if Some(scale) != season_at {
             continue;
         }
         eprintln!("{section}: the season day by day");
