@@ -937,12 +937,14 @@ async fn stage_all(
     let (lf_files, replace) = if known.ledger_files.len() >= LEDGER_FILES_KEPT {
         let mut all = known.ledger.clone();
         all.push(batch);
+        // A ledger file another writer added holds rows of its own landing files: it never
+        // conflicts with this rewrite, and is kept without being opened.
         let replace = Replace::Files {
             paths: known.ledger_files.clone(),
             conflicts: Arc::new(|b: &RecordBatch| {
                 Ok(BooleanArray::from(vec![false; b.num_rows()]))
             }),
-            may_conflict: None,
+            may_conflict: Some(Arc::new(|_, _| false)),
         };
         (
             lf.write_data_files(&all)

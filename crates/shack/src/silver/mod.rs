@@ -47,8 +47,8 @@
 //!   written with a bloom filter on `order_id` in row groups of 512 rows
 //!   ([`tables::ORDERS_ROW_GROUP_ROWS`]), and only the row groups whose filter may hold an
 //!   asked id are read. The second lookup reads about one row group per order it finds (a
-//!   default-scale day's file holds two), plus every file's footer and filters; what it reads follows the ids
-//!   asked and the days they name, not the table's history.
+//!   default-scale day's file holds two), plus every file's footer and filters; what it reads
+//!   follows the ids asked and the days they name, not the table's history.
 //! - `silver.fx_rates`, `silver.settlements`: whole (a few rows a day).
 //!
 //! FX rates are kept exactly as `i64` micro-units (`rate_micros`, scaled by 10^6). A republished
