@@ -430,9 +430,15 @@ impl Table {
     }
 }
 
-/// Rows per batch a read hands back (the Parquet reader's default is 1,024: many small batches,
-/// each paying the per-batch costs of the reader and of whoever consumes it).
-const READ_BATCH_ROWS: usize = 8192;
+/// Rows per batch a read hands back, at most (a row group's rows when it holds fewer). The
+/// Parquet reader's default is 1,024: many small batches, each paying the per-batch costs of
+/// the reader and of whoever consumes it. A file is decoded whole and held before its batches
+/// are handed on, so larger batches do not raise what a read holds; they cut the per-batch
+/// work (buffers allocated and zero-filled, arrays and batches built and checked). Measured
+/// on 25 files of 100,000 rows read whole in a release build, medians of five runs taking
+/// turns: 12.5 ms in batches of 8,192, 11.3 ms of 32,768, 10.9 ms of 65,536; a `season`
+/// showed no change beyond noise, nor its peak memory.
+const READ_BATCH_ROWS: usize = 65_536;
 
 /// Run `work` on a task of its own (on another core when one is free) and wait for it: its error
 /// is named by `ctx`, and a task that panicked or was cancelled is an error too.
