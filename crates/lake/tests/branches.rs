@@ -775,7 +775,29 @@ async fn file_changes_carry_any_sum_from_one_snapshot_to_another() {
                 .await
                 .unwrap(),
         );
+        // A bare count of the added or removed rows is the files' record counts, unplanned.
+        for (catalog, figures) in [(lake::ADDED, added), (lake::REMOVED, removed)] {
+            let name = format!("{catalog}.gold.daily");
+            assert_eq!(
+                changes.count_rows(&name).await.unwrap(),
+                figures.0,
+                "{name}"
+            );
+        }
         let (before, after) = (at(from).await, at(to).await);
+        let whole = c.sql(Some(version), &At::Snapshot(to)).await.unwrap();
+        assert_eq!(whole.count_rows("gold.daily").await.unwrap(), after.0);
+        // A table that is not lake's is counted by running the query.
+        let listed = whole
+            .query("select count(*), 0 from information_schema.tables")
+            .await
+            .unwrap();
+        assert_eq!(
+            whole.count_rows("information_schema.tables").await.unwrap(),
+            figures(listed).0
+        );
+        let missing = whole.count_rows("gold.nothing").await.unwrap_err();
+        assert!(missing.to_string().contains("nothing"), "{missing}");
         assert_eq!(
             (
                 before.0 + added.0 - removed.0,

@@ -24,8 +24,8 @@
 //!   has delete files or is new, and in one grade of [`CONSERVATION_WHOLE_EVERY`], where it
 //!   also checks the carried figures against the whole read and BLOCKs when they differ. The
 //!   evidence's `basis` says which it did. A bare `count(*)` of a table is the record counts
-//!   its manifests keep per data file (as any Iceberg engine answers it); the sums and grouped
-//!   counts read the rows.
+//!   its manifests keep per data file (as any Iceberg engine answers it), summed without
+//!   planning a query ([`SqlContext::count_rows`]); the sums and grouped counts read the rows.
 //! - FX coverage: every USD event of `gold.fct_payments` has a rate; the reason names how old
 //!   the oldest rate used was (weekends and holidays use the last business day's). Its figures
 //!   are sums too: the USD events, those without a rate, and the events counted by how many
@@ -450,7 +450,14 @@ async fn count_if_graded(
     if !graded(ctx, table) {
         return Ok(0);
     }
-    let text = format!("SELECT {select} FROM {}", reach.table(table));
+    let from = reach.table(table);
+    if select == "count(*)" {
+        return sql
+            .count_rows(&from)
+            .await
+            .map_err(|e| ShackError::lake(format!("{table} (count(*) of {from})"), e));
+    }
+    let text = format!("SELECT {select} FROM {from}");
     scalar(&query(sql, table, &text).await?, 0, table)
 }
 
