@@ -313,7 +313,7 @@ pub const PROP_COMPRESSION_CODEC: &str = "write.parquet.compression-codec";
 /// The zstd level (1–22; default 3), for tables whose codec is `zstd`.
 pub const PROP_COMPRESSION_LEVEL: &str = "write.parquet.compression-level";
 /// How lake writes an integer column (integers, dates, times, timestamps) that it writes
-/// without a dictionary (see [`columns_without_dictionary`]): `delta` (lake's default), Parquet's
+/// without a dictionary (see `columns_without_dictionary`): `delta` (lake's default), Parquet's
 /// DELTA_BINARY_PACKED, or `plain`.
 ///
 /// Why delta: a column of mostly distinct integers (ids, amounts in minor units, event times)

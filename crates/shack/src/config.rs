@@ -6,7 +6,7 @@
 //! file is four keys. A file that is absent means "all defaults"; a file that is present but
 //! not a JSON object, names a key this version does not know (a typo would otherwise be silently
 //! ignored), or gives a key a value of the wrong kind or range is a
-//! [`ShackError::Settings`](crate::ShackError::Settings) naming the file and the key.
+//! [`ShackError::Settings`] naming the file and the key.
 //!
 //! ```json
 //! {

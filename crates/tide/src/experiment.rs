@@ -2,7 +2,7 @@
 //! model runs on its own, reading bronze after the snapshot it consumed last.
 //!
 //! Bronze is anything that takes loader commits and answers "the rows added after snapshot S"
-//! ([`Bronze`]): the lake's Iceberg table in a real run, a list in memory for the reference run
+//! (`Bronze`): the lake's Iceberg table in a real run, a list in memory for the reference run
 //! the tests compare it with.
 
 use std::collections::VecDeque;

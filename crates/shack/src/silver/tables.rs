@@ -63,7 +63,7 @@ pub struct Lineage {
 }
 
 /// The fields in declaration order, as a derived `Ord` would compare them, except that two
-/// lines sharing one name of their file ([`shared_name`]) skip comparing it byte by byte: a
+/// lines sharing one name of their file (`shared_name`) skip comparing it byte by byte: a
 /// full build sorts millions of lines, nearly every pair from one file (`memcmp` was the largest
 /// single cost in a scale-100 build's profile, 13% of its samples, this sort among its callers).
 impl Ord for Lineage {
