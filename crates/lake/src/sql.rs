@@ -234,6 +234,18 @@ pub struct LakeTableProvider {
     only: Option<Arc<BTreeSet<String>>>,
 }
 
+/// The sum of the tasks' record counts (`None` when one has none), and whether no delete file
+/// applies to any of them: together, the rows a scan reading the tasks' files whole yields.
+fn record_counts<'a>(tasks: impl IntoIterator<Item = &'a FileScanTask>) -> (Option<u64>, bool) {
+    let mut rows = Some(0u64);
+    let mut no_deletes = true;
+    for t in tasks {
+        rows = rows.zip(t.record_count).map(|(n, c)| n.saturating_add(c));
+        no_deletes &= t.deletes.is_empty();
+    }
+    (rows, no_deletes)
+}
+
 impl LakeTableProvider {
     /// The rows a whole scan yields, from the manifests' record counts: `None` when a file has
     /// a delete file or no record count.
@@ -241,18 +253,26 @@ impl LakeTableProvider {
         let Some(id) = self.snapshot else {
             return Ok(Some(0));
         };
-        let mut tasks = self.table.plan_files_at(id, None, None).await?;
+        let tasks = self.tasks(id, None, None).await?;
+        let (rows, no_deletes) = record_counts(&tasks);
+        Ok(rows
+            .filter(|_| no_deletes)
+            .and_then(|n| i64::try_from(n).ok()))
+    }
+
+    /// The file scan tasks a read of snapshot `id` plans (only the files kept by
+    /// [`LakeTableProvider::only`], when set).
+    async fn tasks(
+        &self,
+        id: i64,
+        columns: Option<Vec<String>>,
+        predicate: Option<iceberg::expr::Predicate>,
+    ) -> Result<Vec<FileScanTask>> {
+        let mut tasks = self.table.plan_files_at(id, columns, predicate).await?;
         if let Some(only) = &self.only {
             tasks.retain(|t| only.contains(&t.data_file_path));
         }
-        let mut n: u64 = 0;
-        for t in &tasks {
-            match t.record_count {
-                Some(c) if t.deletes.is_empty() => n = n.saturating_add(c),
-                _ => return Ok(None),
-            }
-        }
-        Ok(i64::try_from(n).ok())
+        Ok(tasks)
     }
 
     /// The table at `snapshot`, in the schema that snapshot was written with.
@@ -321,13 +341,9 @@ impl TableProvider for LakeTableProvider {
         // record counts are its exact row count (when no delete file applies).
         let whole_files = predicate.is_none();
         let mut tasks = self
-            .table
-            .plan_files_at(id, Some(columns), predicate)
+            .tasks(id, Some(columns), predicate)
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
-        if let Some(only) = &self.only {
-            tasks.retain(|t| only.contains(&t.data_file_path));
-        }
         let n = state.config().target_partitions().min(tasks.len()).max(1);
         // Largest files first, each to the partition with the fewest bytes so far.
         let mut groups: Vec<(u64, Vec<FileScanTask>)> = vec![(0, Vec::new()); n];
@@ -413,9 +429,9 @@ impl ExecutionPlan for LakeScanExec {
             Some(p) => self.groups.get(p).into_iter().flatten().collect(),
         };
         let mut stats = Statistics::new_unknown(&self.schema);
-        let counts: Option<u64> = tasks.iter().map(|t| t.record_count).sum();
+        let (counts, no_deletes) = record_counts(tasks.iter().copied());
         if let Some(n) = counts.and_then(|n| usize::try_from(n).ok()) {
-            let exact = self.whole_files && tasks.iter().all(|t| t.deletes.is_empty());
+            let exact = self.whole_files && no_deletes;
             stats.num_rows = if exact {
                 Precision::Exact(n)
             } else {
