@@ -438,38 +438,48 @@ fn is_csv_header(source: Source, raw: &str) -> bool {
     }
 }
 
-/// The one number `select` (a select list) returns over `table`, or 0 when `table` is not
-/// graded.
-async fn count_if_graded(
+/// How a table's rows are tallied: counted, or by summing a column.
+#[derive(Clone, Copy)]
+enum Tally {
+    /// `count(*)`: summed from the manifests' record counts ([`SqlContext::count_rows`]).
+    Rows,
+    /// `sum(column)`: read.
+    Sum(&'static str),
+}
+
+/// `tally` over `table`, or 0 when `table` is not graded.
+async fn tally_if_graded(
     ctx: &GradeContext,
     sql: &SqlContext,
     reach: Reach,
     table: &str,
-    select: &str,
+    tally: Tally,
 ) -> Result<i64> {
     if !graded(ctx, table) {
         return Ok(0);
     }
     let from = reach.table(table);
-    if select == "count(*)" {
-        return sql
+    match tally {
+        Tally::Rows => sql
             .count_rows(&from)
             .await
-            .map_err(|e| ShackError::lake(format!("{table} (count(*) of {from})"), e));
+            .map_err(|e| ShackError::lake(format!("{table} (count(*) of {from})"), e)),
+        Tally::Sum(column) => {
+            let text = format!("SELECT sum({column}) FROM {from}");
+            scalar(&query(sql, table, &text).await?, 0, table)
+        }
     }
-    let text = format!("SELECT {select} FROM {from}");
-    scalar(&query(sql, table, &text).await?, 0, table)
 }
 
 /// The append-only silver table that holds every parsed row of `source`, and how its rows
 /// count (settlements keep the latest publication per day and currency, with how many there
 /// were).
-fn parsed_table(source: Source) -> (&'static str, &'static str) {
+fn parsed_table(source: Source) -> (&'static str, Tally) {
     match source {
-        Source::Payments => (silver::PAYMENT_EVENTS, "count(*)"),
-        Source::Orders => (silver::ORDER_CHANGES, "count(*)"),
-        Source::FxRates => (silver::FX_RATE_HISTORY, "count(*)"),
-        Source::Settlements => (silver::SETTLEMENTS, "sum(publications)"),
+        Source::Payments => (silver::PAYMENT_EVENTS, Tally::Rows),
+        Source::Orders => (silver::ORDER_CHANGES, Tally::Rows),
+        Source::FxRates => (silver::FX_RATE_HISTORY, Tally::Rows),
+        Source::Settlements => (silver::SETTLEMENTS, Tally::Sum("publications")),
     }
 }
 
@@ -500,10 +510,10 @@ async fn source_balances(
         let q = &q;
         async move {
             let table = bronze::table_name(source);
-            let (parsed_table, parsed_sql) = parsed_table(source);
+            let (parsed_table, parsed_tally) = parsed_table(source);
             let (bronze_rows, parsed, headers) = futures::try_join!(
-                count_if_graded(ctx, sql, reach, &table, "count(*)"),
-                count_if_graded(ctx, sql, reach, parsed_table, parsed_sql),
+                tally_if_graded(ctx, sql, reach, &table, Tally::Rows),
+                tally_if_graded(ctx, sql, reach, parsed_table, parsed_tally),
                 headers(ctx, sql, reach, source),
             )?;
             Ok::<_, ShackError>(SourceBalance {
