@@ -220,6 +220,11 @@ pub enum LakeError {
     )]
     NoCreateIfAbsent { location: String, detail: String },
 
+    /// A local file or folder a commit was about to name could not be flushed to disk, so the
+    /// commit was not made (see `LAKE_FSYNC`).
+    #[error("could not flush {path} to disk: {detail}; nothing was committed")]
+    NotDurable { path: String, detail: String },
+
     /// A failure injected on purpose by a test or a crash drill.
     #[error("injected failure at {0}")]
     Injected(&'static str),

@@ -39,6 +39,7 @@
 //! ```
 
 mod catalog;
+mod durable;
 mod error;
 pub mod faults;
 mod iceberg_catalog;

@@ -196,6 +196,8 @@ impl Catalog {
             PutIfAbsent::Written | PutIfAbsent::Exists => {}
             PutIfAbsent::Failed(e) => return Err(LakeError::store(marker, e)),
         }
+        // On disk before any version below it is deleted.
+        self.stores().sync().await?;
         self.inner
             .floor_seen
             .fetch_max(lowest_kept, Ordering::Relaxed);
@@ -376,8 +378,18 @@ impl Catalog {
         let bytes = Bytes::from(
             serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?,
         );
+        // Everything this version names reaches the disk before it does (see `durable`).
+        self.stores().sync().await?;
         if let Put::Taken = self.put_version(n, &bytes, &commit_id).await? {
             return Ok(Written::Lost { landed: false });
+        }
+        // Then the version itself: it is in the log now, for every reader, but a power cut
+        // could still take it back.
+        if let Err(e) = self.stores().sync().await {
+            return Err(LakeError::CommitOutcomeUnknown {
+                version: n,
+                detail: format!("it landed, but could not be flushed to disk: {e}"),
+            });
         }
         let sha256 = sha256_hex(&bytes);
         // Ours is in storage. Below the floor it landed in the expired range (see

@@ -31,6 +31,9 @@ pub struct Stores {
     /// Stores built on first use for roots nobody registered: one per root, shared by clones
     /// (a local file system store, or what `object_store::parse_url` builds).
     built: Arc<Mutex<BTreeMap<String, Arc<dyn ObjectStore>>>>,
+    /// What the local file system store wrote since the last sync (see [`crate::durable`]),
+    /// shared by clones.
+    durability: Arc<crate::durable::Durability>,
 }
 
 impl Stores {
@@ -56,6 +59,18 @@ impl Stores {
         url.to_file_path().ok()
     }
 
+    /// Flush to disk every local file written through these stores since the last sync, and the
+    /// folders naming them: what a catalog version is about to name (see [`crate::durable`]).
+    /// Nothing to do for object stores, which make a write durable before acknowledging it.
+    pub(crate) async fn sync(&self) -> Result<()> {
+        self.durability.sync().await
+    }
+
+    #[cfg(test)]
+    pub(crate) fn durability(&self) -> &Arc<crate::durable::Durability> {
+        &self.durability
+    }
+
     /// Resolve a location to its store and object path.
     pub fn resolve(&self, location: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
         let url = parse_location(location)?;
@@ -72,7 +87,7 @@ impl Stores {
         }
         let (store, store_path): (Arc<dyn ObjectStore>, ObjectPath) = if url.scheme() == "file" {
             (
-                Arc::new(object_store::local::LocalFileSystem::new()),
+                Arc::new(crate::durable::SyncedLocal::new(self.durability.clone())),
                 path.clone(),
             )
         } else if matches!(url.scheme(), "s3" | "s3a") {
@@ -203,14 +218,18 @@ pub(crate) async fn try_put_if_absent(
     )
 }
 
-/// Overwrite an object (used only for hints, never for truth).
+/// Overwrite an object (used only for hints, never for truth: not flushed to disk before the
+/// next catalog version, see [`crate::durable`]).
 pub async fn put(stores: &Stores, location: &str, bytes: Bytes) -> Result<()> {
     let (store, path) = stores.resolve(location)?;
     store
         .put(&path, PutPayload::from(bytes))
         .await
-        .map(|_| ())
-        .map_err(|e| LakeError::store(location, e))
+        .map_err(|e| LakeError::store(location, e))?;
+    if let Some(file) = stores.local_file(location) {
+        stores.durability.forget(&file);
+    }
+    Ok(())
 }
 
 /// Delete an object; a missing object is not an error.
