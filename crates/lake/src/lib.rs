@@ -6,7 +6,9 @@
 //! manifests and manifest lists, Parquet data files with field ids) that any Iceberg reader opens
 //! from their metadata location; writes to any branch (append, and copy-on-write replace by
 //! predicate, by partition or whole); refs (branches, tags, fast-forward, reset); commits that
-//! move many tables in one catalog version; reads at a ref, a snapshot or a catalog version;
+//! move many tables in one catalog version (in a local folder, everything a version names is
+//! flushed to disk before it, so a power cut cannot leave a version without its files;
+//! `LAKE_FSYNC=off` turns that off); reads at a ref, a snapshot or a catalog version;
 //! incremental reads between snapshots (snapshot ids as watermarks); the data files added and
 //! removed between any two snapshots, readable by SQL, so a sum over a table can be carried from
 //! one snapshot to another; point lookups by key that read only the row groups whose bloom
