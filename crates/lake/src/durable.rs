@@ -16,9 +16,9 @@
 //! root). The files are synced by a few threads at once (a disk handles several flushes in
 //! parallel far faster than one after another).
 //!
-//! What it costs, on the two-core machine of the benchmarks (ext4): a scale-1 `season` (93
-//! runs, 282 catalog versions) took 8.9-10.5 s against 7.8-8.7 s without, about 13 ms a daily
-//! run. `LAKE_FSYNC=off` (or `0`, `false`, `no`) turns it off for a process: for throwaway
+//! What it costs, on the two-core machine of the benchmarks (ext4): about 1.2 s of a scale-1
+//! `season` (93 runs, 282 catalog versions), 13 ms a daily run (`tests/benches/LOG.md` has the
+//! seasons measured with and without). `LAKE_FSYNC=off` (or `0`, `false`, `no`) turns it off for a process: for throwaway
 //! lakes (a RAM disk, a test), where a power cut loses the whole folder anyway.
 //!
 //! Objects lake overwrites in place through [`crate::storage::put`] are not synced: the version

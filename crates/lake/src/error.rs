@@ -220,9 +220,10 @@ pub enum LakeError {
     )]
     NoCreateIfAbsent { location: String, detail: String },
 
-    /// A local file or folder a commit was about to name could not be flushed to disk, so the
-    /// commit was not made (see `LAKE_FSYNC`).
-    #[error("could not flush {path} to disk: {detail}; nothing was committed")]
+    /// A local file or folder could not be flushed to disk. Before a catalog version is written
+    /// this fails the commit (nothing names the file); after, the commit's outcome is reported
+    /// unknown (see `LAKE_FSYNC`).
+    #[error("could not flush {path} to disk: {detail}")]
     NotDurable { path: String, detail: String },
 
     /// A failure injected on purpose by a test or a crash drill.

@@ -378,7 +378,8 @@ impl Catalog {
         let bytes = Bytes::from(
             serde_json::to_vec_pretty(&next).map_err(|e| LakeError::Other(e.to_string()))?,
         );
-        // Everything this version names reaches the disk before it does (see `durable`).
+        // Everything this version names reaches the disk before it does (see `durable`); a
+        // failure here fails the commit before anything names what was written.
         self.stores().sync().await?;
         if let Put::Taken = self.put_version(n, &bytes, &commit_id).await? {
             return Ok(Written::Lost { landed: false });
@@ -388,7 +389,7 @@ impl Catalog {
         if let Err(e) = self.stores().sync().await {
             return Err(LakeError::CommitOutcomeUnknown {
                 version: n,
-                detail: format!("it landed, but could not be flushed to disk: {e}"),
+                detail: format!("it landed, but {e}"),
             });
         }
         let sha256 = sha256_hex(&bytes);
