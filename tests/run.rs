@@ -909,8 +909,28 @@ fn the_prompt_is_quiet_and_helpful() {
 fn expire_frees_space_and_keeps_every_publish() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
-    let o = sugarshack(dir, &["season", "--through", "2026-08-08T12:00"], &[]);
+    let o = sugarshack(
+        dir,
+        &[
+            "season",
+            "--through",
+            "2026-08-08T12:00",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Each morning's run says how many landing lines it added to bronze: every day of August
+    // brings some.
+    let season: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+    let runs = season["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 8, "{season}");
+    assert!(
+        runs.iter()
+            .all(|r| r["new_rows"].as_u64().is_some_and(|n| n > 0)),
+        "{season}"
+    );
     let sums = |dir: &Path| -> Vec<i64> {
         (1..=8)
             .map(|n| {

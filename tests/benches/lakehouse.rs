@@ -1278,6 +1278,7 @@ async fn child(spec: &Value) -> Result<Value> {
                         "replay": r.replay,
                         "published": r.published,
                         "seconds": r.seconds,
+                        "bronze_rows": r.new_rows,
                     });
                     for (step, s) in &r.steps {
                         run[format!("{step}_s")] = json!(s);
@@ -1624,6 +1625,42 @@ fn part2(
             Unit::S,
             &daily,
         ));
+        // The same runs week by week, next to the day's new data: what a run costs should
+        // follow the lines that arrived, not the history the lake has grown. October's days
+        // bring few lines (the season's orders end with September), so its runs show what a
+        // run pays for three months of history with little to do.
+        let mut weeks: BTreeMap<i64, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        let first_day =
+            chrono::NaiveDate::from_ymd_opt(2026, 8, 1).ok_or_else(|| anyhow!("no 1 August"))?;
+        for r in &all_runs {
+            let day = r["through"]
+                .as_str()
+                .and_then(|t| t.get(..10))
+                .and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
+            if let Some(day) = day
+                && !r["replay"].as_bool().unwrap_or(false)
+            {
+                let w = weeks.entry((day - first_day).num_days() / 7).or_default();
+                w.0.push(num(r, "seconds"));
+                w.1.push(num(r, "bronze_rows"));
+            }
+        }
+        for (week, (secs, rows)) in &weeks {
+            let start = first_day + chrono::Duration::days(week * 7);
+            let median_rows = Stats::of(rows).map_or(0.0, |s| s.median);
+            rows_out.push(
+                Row::new(
+                    &section,
+                    &format!("    week of {}", start.format("%b %-d")),
+                    Unit::S,
+                    secs,
+                )
+                .note(format!(
+                    "median {} new bronze rows a run",
+                    thousands(median_rows.round() as u64)
+                )),
+            );
+        }
         // Early: the first week of August (after the first morning, which starts the lake);
         // late: the last week of September (orders still arrive every day).
         // (first day, day after the last, the days in words)

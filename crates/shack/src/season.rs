@@ -56,6 +56,9 @@ pub struct SeasonRun {
     /// `BLOCK quarantine rate: …` and `WARN …` lines.
     pub findings: Vec<String>,
     pub seconds: f64,
+    /// Landing lines the run's tap added to bronze, all sources (0 on a day nothing arrived):
+    /// the day's new data, which a run's cost should follow rather than the lake's history.
+    pub new_rows: u64,
     /// Where the run's time went: seconds per step (`tap`, `boil`, `finish`, `grade`,
     /// `publish`), in the order they ran.
     pub steps: Vec<(String, f64)>,
@@ -76,6 +79,7 @@ impl SeasonRun {
                 .map(|r| format!("{} {}: {}", r.verdict, r.name, r.reason))
                 .collect(),
             seconds,
+            new_rows: report.tap.rows(),
             steps: report
                 .timings
                 .iter()
