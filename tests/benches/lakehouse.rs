@@ -1588,16 +1588,15 @@ fn part2(
                         at_100(a.2, b.2),
                     )
                 }
-                _ => {
-                    let k = 100.0 / f64::from(scale);
-                    (
-                        format!(
-                            "from scale {scale} in proportion (an overstatement: a build has a fixed part)"
-                        ),
-                        med(&builds, &|b| num(b, "seconds")) * k,
-                        med(&builds, &mib) * k,
-                    )
-                }
+                [b] => (
+                    format!(
+                        "from scale {} in proportion (an overstatement: a build has a fixed part)",
+                        b.0
+                    ),
+                    b.1 * 100.0 / b.0,
+                    b.2 * 100.0 / b.0,
+                ),
+                [] => (String::new(), f64::NAN, f64::NAN),
             };
             let k = 100.0 / f64::from(scale);
             let landing = gens[0]["bytes"].as_f64().unwrap_or(f64::NAN) * k / f64::from(1u32 << 30);
@@ -1660,8 +1659,7 @@ fn part2(
         // bring few lines (the season's orders end with September), so its runs show what a
         // run pays for three months of history with little to do.
         let mut weeks: BTreeMap<i64, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-        let first_day =
-            chrono::NaiveDate::from_ymd_opt(2026, 8, 1).ok_or_else(|| anyhow!("no 1 August"))?;
+        let first_day = noon(0)?.date_naive();
         for r in &all_runs {
             let day = r["through"]
                 .as_str()
