@@ -222,6 +222,24 @@ fn the_august_17_morning_exits_3_then_a_replay_exits_0() {
         "main..audit\n  no table differs\n",
         "published: nothing left"
     );
+    // A ref no table holds is an error that names it, not a diff from an empty lake.
+    let d = sugarshack(dir, &["diff", "publish-99..main"], &[]);
+    assert_eq!(d.status.code(), Some(1), "{}", stdout(&d));
+    assert!(stdout(&d).is_empty(), "{}", stdout(&d));
+    assert!(
+        stderr(&d)
+            .contains("no bronze, silver or gold table has a branch or tag named \"publish-99\""),
+        "{}",
+        stderr(&d)
+    );
+    let d = sugarshack(dir, &["diff", "publish-1..publish-2"], &[]);
+    assert!(d.status.success(), "{}", stderr(&d));
+    assert!(
+        stdout(&d).starts_with("publish-1..publish-2\n")
+            && stdout(&d).contains(" changed values:\n"),
+        "{}",
+        stdout(&d)
+    );
 
     // An error is neither: a parser the registry does not know.
     let o = sugarshack(dir, &morning, &[("SUGAR_PARSERS", "1999-01-01")]);

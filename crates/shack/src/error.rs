@@ -137,6 +137,12 @@ pub enum ShackError {
     /// A rollback or a time travel named a publish that cannot be used.
     #[error("cannot roll back to publish {number}: {detail} (`sugarshack history` lists them)")]
     NoSuchPublish { number: u64, detail: String },
+
+    /// A diff named a branch or tag that no bronze, silver or gold table holds.
+    #[error(
+        "no bronze, silver or gold table has a branch or tag named {name:?} (`sugarshack branches` lists them)"
+    )]
+    NoSuchRef { name: String },
 }
 
 impl ShackError {
