@@ -837,6 +837,26 @@ fn the_prompt_is_quiet_and_helpful() {
             "{args:?}: {e}"
         );
     }
+    // `boil` needs bronze, so a lake; `tap` and `run` start one only from a landing zone.
+    let o = sugarshack(empty.path(), &["boil"], &[]);
+    assert!(
+        stderr(&o).starts_with("error: no lake here: "),
+        "{}",
+        stderr(&o)
+    );
+    for args in [
+        vec!["tap", "--through", "2026-08-02"],
+        vec!["run", "--through", "2026-08-02"],
+    ] {
+        let o = sugarshack(empty.path(), &args, &[]);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr(&o).starts_with("error: no landing zone to tap: warehouse")
+                && stderr(&o).contains("nothing was created"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
     assert_eq!(
         std::fs::read_dir(empty.path()).expect("read").count(),
         0,

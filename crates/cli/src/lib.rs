@@ -536,20 +536,26 @@ fn open_handle(cli: &Cli) -> anyhow::Result<Catalog> {
     };
     let (catalog, warehouse) = (url_of(&cli.catalog)?, url_of(&cli.warehouse)?);
     // Only the commands that build a lake may start one; the others need one to be there, and
-    // say so instead of leaving empty folders behind.
-    let builds = matches!(
-        cli.command,
-        Command::Tap { .. }
-            | Command::Boil { .. }
-            | Command::Run { .. }
-            | Command::Season { .. }
-            | Command::Serve { .. }
-    );
-    if catalog.is_none() && !builds && !cli.catalog.exists() {
-        anyhow::bail!(
-            "no lake here: {} does not exist (`sugarshack season` builds one; --catalog points at another)",
-            cli.catalog.display()
-        );
+    // say so instead of leaving empty folders behind. `tap` and `run` start one from a landing
+    // zone, so without one they too stop before making any folder.
+    let taps = matches!(cli.command, Command::Tap { .. } | Command::Run { .. });
+    let builds = taps || matches!(cli.command, Command::Season { .. } | Command::Serve { .. });
+    if catalog.is_none() && !cli.catalog.exists() {
+        if !builds {
+            anyhow::bail!(
+                "no lake here: {} does not exist (`sugarshack season` builds one; --catalog points at another)",
+                cli.catalog.display()
+            );
+        }
+        if taps {
+            let landing = sugarbush::landing_dir(&landing_root(cli)?);
+            if !landing.is_dir() {
+                anyhow::bail!(
+                    "no landing zone to tap: {} does not exist or is not a folder; nothing was created (`sugarshack sugarbush` writes the season's, `sugarshack season` writes it and plays it)",
+                    landing.display()
+                );
+            }
+        }
     }
     if catalog.is_none() && warehouse.is_none() {
         return Catalog::open_local(&cli.catalog, &cli.warehouse).with_context(context);
