@@ -865,6 +865,13 @@ fn the_prompt_is_quiet_and_helpful() {
     season(dir);
     let o = sugarshack(dir, &["tap", "--through", "2026-08-03"], &[]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // Nothing published yet: compare has no gold to weigh, and says so.
+    let o = sugarshack(dir, &["compare", "--through", "2026-08-03"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        "error: nothing to compare: nothing was published at or before 2026-08-03 23:59 UTC; compare weighs a published gold (`sugarshack history` lists the publishes)\n"
+    );
     // Nothing published yet: main is empty, and the hint says where the rows are.
     let o = sugarshack(
         dir,

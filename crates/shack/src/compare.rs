@@ -203,8 +203,7 @@ pub async fn compare(
 ) -> Result<Comparison> {
     let record: PublishRecord = publish::publish_at_or_before(catalog, through)
         .await?
-        .ok_or_else(|| ShackError::NoSuchPublish {
-            number: 0,
+        .ok_or_else(|| ShackError::NothingToCompare {
             detail: format!(
                 "nothing was published at or before {}; compare weighs a published gold",
                 through.format("%Y-%m-%d %H:%M UTC")
@@ -223,8 +222,7 @@ pub async fn compare_publish(
     (year, mon): (i32, u32),
 ) -> Result<Comparison> {
     let as_of = record.as_of;
-    let tag = record.tag().ok_or_else(|| ShackError::NoSuchPublish {
-        number: 0,
+    let tag = record.tag().ok_or_else(|| ShackError::NothingToCompare {
         detail: format!(
             "record {} is a blocked run, not a publish; compare weighs a published gold",
             record.seq

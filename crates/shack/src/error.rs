@@ -138,6 +138,10 @@ pub enum ShackError {
     #[error("cannot roll back to publish {number}: {detail} (`sugarshack history` lists them)")]
     NoSuchPublish { number: u64, detail: String },
 
+    /// `compare` found no published gold to weigh.
+    #[error("nothing to compare: {detail} (`sugarshack history` lists the publishes)")]
+    NothingToCompare { detail: String },
+
     /// A diff named a branch or tag that no bronze, silver or gold table holds.
     #[error(
         "no bronze, silver or gold table has a branch or tag named {name:?} (`sugarshack branches` lists them)"
