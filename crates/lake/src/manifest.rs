@@ -227,6 +227,11 @@ fn decode(
                 Cow::Owned(block)
             }
         };
+        // Every entry takes at least a byte: a count beyond the block's bytes is damage (and
+        // reserving it could overflow or exhaust memory), for iceberg-rust to report.
+        if count > block.len() {
+            return Err(Decline);
+        }
         let mut data = &block[..];
         entries.reserve(count);
         for _ in 0..count {
@@ -969,6 +974,38 @@ mod tests {
         let ours = parse(&flipped, &mf, &headers);
         let theirs = Manifest::parse_avro(&flipped);
         assert_eq!(ours.is_ok(), theirs.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_block_count_beyond_the_file_is_declined_not_a_panic() {
+        let c = lake().await;
+        let headers = Headers::default();
+        let (mf, bytes) = manifests(&c, "t.parted").await.remove(0);
+        // Where the first block's count starts: after the magic, the header and the sync marker.
+        let mut buf = bytes.strip_prefix(MAGIC).expect("magic");
+        read_header(&mut buf).expect("header");
+        take(&mut buf, 16).expect("sync");
+        let at = bytes.len() - buf.len();
+        read_long(&mut buf).expect("count");
+        let end = bytes.len() - buf.len();
+        for claimed in [1u64 << 60, 1 << 40, 1 << 20] {
+            // The count as Avro writes a long: zig-zag, then seven bits a byte.
+            let mut varint = Vec::new();
+            let mut v = claimed << 1;
+            while v >= 0x80 {
+                varint.push((v as u8) | 0x80);
+                v >>= 7;
+            }
+            varint.push(v as u8);
+            let mut damaged = bytes[..at].to_vec();
+            damaged.extend_from_slice(&varint);
+            damaged.extend_from_slice(&bytes[end..]);
+            assert!(decode(&damaged, &headers).is_err(), "{claimed} declined");
+            assert!(
+                parse(&damaged, &mf, &headers).is_err(),
+                "{claimed}: an error"
+            );
+        }
     }
 
     #[test]
