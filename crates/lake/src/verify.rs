@@ -112,6 +112,33 @@ impl Catalog {
             };
             kept.push((n, bytes, parsed));
         }
+        // The kept log is contiguous from the floor to the head: expiry raises the floor before
+        // it deletes, and a version is written only on the one before it. A number missing
+        // above the floor (read again, in case an expiry ran meanwhile) is a lost version:
+        // readers that stop at the gap see an older lake, and a writer would commit into it.
+        let floor_now = self.floor().await?;
+        // (Version numbers start at 1; a floor of 0 means nothing was ever expired.)
+        let mut expected = floor_now.max(1);
+        for (n, _, _) in &kept {
+            if *n > expected {
+                let from = expected;
+                let missing = if from + 1 == *n {
+                    format!("version {from} is missing")
+                } else {
+                    format!("versions {from} to {} are missing", n - 1)
+                };
+                report.problems.push(VerifyProblem {
+                    kind: "catalog-version".into(),
+                    location: self.version_location(from),
+                    version: Some(from),
+                    table: None,
+                    detail: format!(
+                        "{missing} between the floor ({floor_now}) and version {n}: the log has a gap"
+                    ),
+                });
+            }
+            expected = expected.max(n + 1);
+        }
         for pair in kept.windows(2) {
             let [(prev_n, prev_bytes, _), (n, _, Some(v))] = pair else {
                 continue;

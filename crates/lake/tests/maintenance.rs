@@ -407,6 +407,33 @@ async fn verify_names_an_edited_catalog_version() {
 }
 
 #[tokio::test]
+async fn verify_names_a_version_missing_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    small_lake(dir.path()).await;
+    let v2 = dir.path().join(format!("catalog/versions/v{:020}.json", 2));
+    std::fs::remove_file(&v2).unwrap();
+    let report = Catalog::open_local(dir.path().join("catalog"), dir.path().join("warehouse"))
+        .unwrap()
+        .verify()
+        .await
+        .unwrap();
+    let gaps: Vec<_> = report
+        .problems
+        .iter()
+        .filter(|p| p.detail.contains("the log has a gap"))
+        .collect();
+    assert_eq!(gaps.len(), 1, "{report:?}");
+    assert_eq!(gaps[0].version, Some(2));
+    assert!(
+        gaps[0]
+            .detail
+            .starts_with("version 2 is missing between the floor (0) and version 3"),
+        "{:?}",
+        gaps[0]
+    );
+}
+
+#[tokio::test]
 async fn versions_before_the_chain_are_unchained_not_damaged() {
     let dir = tempfile::tempdir().unwrap();
     let c = small_lake(dir.path()).await;
