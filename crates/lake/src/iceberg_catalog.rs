@@ -197,11 +197,42 @@ impl iceberg::Catalog for Catalog {
 
     async fn purge_table(&self, table: &TableIdent) -> iceberg::Result<()> {
         let name = table_name(table)?;
-        let t = self.table(&name.to_string()).await.map_err(to_ice)?;
-        let location = t.location().to_string();
-        Catalog::drop_table(self, &name.to_string())
-            .await
-            .map_err(to_ice)?;
+        let name = name.to_string();
+        let head = self.head().await.map_err(to_ice)?;
+        let t = self.table_in(&head, &name).await.map_err(to_ice)?;
+        let location = t.location().trim_end_matches('/').to_string();
+        // Deleting a folder deletes whatever is in it: refuse when another table's metadata or
+        // folder is in it (a second name registered on the same metadata, a location chosen
+        // around other tables), or the season's raw files are. Dropping is still possible.
+        let inside = |other: &str| other == location || other.starts_with(&format!("{location}/"));
+        let refuse = |what: String| {
+            Err(iceberg::Error::new(
+                iceberg::ErrorKind::DataInvalid,
+                format!(
+                    "not purging {name}: its location {location} also holds {what}; drop it without purging instead"
+                ),
+            ))
+        };
+        let warehouse = self.warehouse_url().trim_end_matches('/');
+        for raw in ["landing", "truth"] {
+            let raw = format!("{warehouse}/{raw}");
+            if inside(&raw) {
+                return refuse(format!("the season's raw files ({raw})"));
+            }
+        }
+        for (other, entry) in &head.tables {
+            if *other == name {
+                continue;
+            }
+            if inside(&entry.metadata_location) {
+                return refuse(format!("table {other}'s metadata"));
+            }
+            let o = self.table_in(&head, other).await.map_err(to_ice)?;
+            if inside(o.location().trim_end_matches('/')) {
+                return refuse(format!("table {other}'s folder"));
+            }
+        }
+        Catalog::drop_table(self, &name).await.map_err(to_ice)?;
         self.file_io().delete_prefix(&location).await
     }
 

@@ -373,6 +373,18 @@ async fn tables_create_load_list_rename_drop_register() {
         (StatusCode::CONFLICT, "AlreadyExistsException")
     );
 
+    // Purging a name whose metadata another table shares is refused: nothing is deleted.
+    let (st, v) = s
+        .call(
+            Method::DELETE,
+            "/v1/namespaces/ns/tables/again?purgeRequested=true",
+            None,
+        )
+        .await;
+    assert!(st.is_client_error(), "{st} {v}");
+    assert!(v.to_string().contains("not purging ns.again"), "{v}");
+    assert!(s.catalog.table("ns.again").await.is_ok(), "still there");
+
     // Drop; purge keeps other tables' files.
     let (st, _) = s
         .call(Method::DELETE, "/v1/namespaces/ns/tables/again", None)
