@@ -116,6 +116,13 @@ pub enum LakeError {
         operation: String,
     },
 
+    /// An incremental read from a branch's start, where snapshots of its ancestry were expired:
+    /// what they added cannot be read snapshot by snapshot.
+    #[error(
+        "incremental read of {table} from the start: snapshot {snapshot_id} of its ancestry was expired; read the branch in full instead"
+    )]
+    HistoryExpired { table: String, snapshot_id: i64 },
+
     /// A snapshot whose rows are not just the rows of its data files (it has delete files), where
     /// a caller asked for its data files' differences.
     #[error(

@@ -346,6 +346,20 @@ impl Table {
                 through,
             });
         }
+        // From the start: the walk must reach the branch's first snapshot. One whose parent was
+        // expired ends the walk early, and the rows the expired snapshots added would be left
+        // out of a read that claims to hold everything since the start.
+        if after.is_none()
+            && let Some(parent) = out
+                .last()
+                .and_then(|s| s.parent_id)
+                .filter(|p| self.metadata().snapshot_by_id(*p).is_none())
+        {
+            return Err(LakeError::HistoryExpired {
+                table: name,
+                snapshot_id: parent,
+            });
+        }
         out.reverse();
         Ok(out)
     }

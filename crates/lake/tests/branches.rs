@@ -575,6 +575,13 @@ async fn expire_keeps_what_refs_and_watermarks_need() {
     // The watermark still works for an incremental read.
     let inc = t.read_incremental("main", Some(s[5]), None).await.unwrap();
     assert_eq!(ids(inc.batches()), vec![6, 7, 8, 9]);
+    // A read from the start cannot walk past the expired snapshots: an error that says so
+    // (the caller reads in full), never the rows of the kept snapshots passed off as all.
+    let err = t.read_incremental("main", None, None).await.unwrap_err();
+    assert!(
+        matches!(err, lake::LakeError::HistoryExpired { snapshot_id, .. } if snapshot_id == s[4]),
+        "{err}"
+    );
     // And the full table still reads every row.
     assert_eq!(
         ids(&t.scan(&At::Main).await.unwrap()),

@@ -337,7 +337,10 @@ pub async fn stage_boil(
                     reads.insert(source, r);
                 }
                 Err(ShackError::Lake { error, .. })
-                    if matches!(*error, LakeError::NotAppendOnly { .. }) =>
+                    if matches!(
+                        *error,
+                        LakeError::NotAppendOnly { .. } | LakeError::HistoryExpired { .. }
+                    ) =>
                 {
                     rebuilt_because =
                         Some(format!("{error}; silver was rebuilt from all of bronze"));
