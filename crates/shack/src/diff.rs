@@ -183,15 +183,25 @@ const LAKE_BRANCHES: [&str; 2] = ["main", crate::bronze::AUDIT_BRANCH];
 /// other than `main` and `audit` that no table holds is [`ShackError::NoSuchRef`]; a table
 /// that lacks a ref others hold (made after that publish) counts as empty at it.
 pub async fn diff(catalog: &Catalog, from: &str, to: &str) -> Result<LakeDiff> {
+    let layers = layer_tables(catalog).await?;
+    // `main` before the first publish and `audit` before the first tap are held by no table and
+    // mean "nothing yet"; any other name no table holds is a typo, not an empty table (checked
+    // before any mart is read).
+    for name in [from, to] {
+        if !layers.is_empty()
+            && !LAKE_BRANCHES.contains(&name)
+            && layers.iter().all(|(_, _, t)| t.head(name).is_none())
+        {
+            return Err(ShackError::NoSuchRef {
+                name: name.to_string(),
+            });
+        }
+    }
     let mut tables = Vec::new();
     let mut changes = Vec::new();
-    // Whether any table holds each ref: a name no table holds is a typo, not an empty table.
-    let (mut from_held, mut to_held) = (false, false);
-    for (name, _, table) in layer_tables(catalog).await? {
+    for (name, _, table) in layers {
         let name = &name;
         let (a, b) = (table.head(from), table.head(to));
-        from_held |= a.is_some();
-        to_held |= b.is_some();
         let mut d = TableDiff {
             table: name.clone(),
             from: a,
@@ -252,15 +262,6 @@ pub async fn diff(catalog: &Catalog, from: &str, to: &str) -> Result<LakeDiff> {
             }
         }
         tables.push(d);
-    }
-    // `main` before the first publish and `audit` before the first tap are held by no table and
-    // mean "nothing yet"; any other name must be held by at least one table.
-    for (name, held) in [(from, from_held), (to, to_held)] {
-        if !held && !tables.is_empty() && !LAKE_BRANCHES.contains(&name) {
-            return Err(ShackError::NoSuchRef {
-                name: name.to_string(),
-            });
-        }
     }
     Ok(LakeDiff {
         from: from.to_string(),
