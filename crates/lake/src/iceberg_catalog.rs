@@ -214,7 +214,7 @@ impl iceberg::Catalog for Catalog {
             ))
         };
         let warehouse = self.warehouse_url().trim_end_matches('/');
-        for raw in ["landing", "truth"] {
+        for raw in crate::maintenance::NEVER_SWEPT {
             let raw = format!("{warehouse}/{raw}");
             if inside(&raw) {
                 return refuse(format!("the season's raw files ({raw})"));

@@ -706,7 +706,7 @@ fn unreadable_reach(reach: &Reachability) -> Result<()> {
 }
 
 /// Folders under the warehouse that hold the season's raw files, not table files.
-const NEVER_SWEPT: [&str; 2] = ["landing", "truth"];
+pub(crate) const NEVER_SWEPT: [&str; 2] = ["landing", "truth"];
 
 /// The mark-and-sweep ledger, under the catalog: object -> when a sweep first saw it
 /// unreachable (ms since the epoch).

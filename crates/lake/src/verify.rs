@@ -121,16 +121,15 @@ impl Catalog {
         let mut expected = floor_now.max(1);
         for (n, _, _) in &kept {
             if *n > expected {
-                let from = expected;
-                let missing = if from + 1 == *n {
-                    format!("version {from} is missing")
+                let missing = if expected + 1 == *n {
+                    format!("version {expected} is missing")
                 } else {
-                    format!("versions {from} to {} are missing", n - 1)
+                    format!("versions {expected} to {} are missing", n - 1)
                 };
                 report.problems.push(VerifyProblem {
                     kind: "catalog-version".into(),
-                    location: self.version_location(from),
-                    version: Some(from),
+                    location: self.version_location(expected),
+                    version: Some(expected),
                     table: None,
                     detail: format!(
                         "{missing} between the floor ({floor_now}) and version {n}: the log has a gap"
