@@ -123,6 +123,18 @@ pub enum ShackError {
         number: u64,
     },
 
+    /// A run as of an instant before a landing file bronze already holds on `audit` arrived (a
+    /// tap went further ahead, or a rollback kept what was tapped): its publish would show that
+    /// file's rows as of an instant they had not arrived by. Nothing was written.
+    #[error(
+        "bronze on `audit` already holds {file}, which arrived at {arrived}, after --through {through}: a publish as of {through} would include it; run --through {arrived} or later (nothing was written)"
+    )]
+    BronzeAhead {
+        through: chrono::DateTime<chrono::Utc>,
+        arrived: chrono::DateTime<chrono::Utc>,
+        file: String,
+    },
+
     /// A run at the as-of of the last publish found nothing new: nothing was committed.
     /// Not a failure (the CLI says so and exits 0); a run that finds nothing to do commits
     /// nothing rather than publishing the same rows again.

@@ -198,6 +198,7 @@ pub async fn run(
     let tap_options = TapOptions {
         orphan_grace: options.orphan_grace,
         sweep_orphans: !work.interrupted.is_empty(),
+        refuse_later_arrivals: true,
         ..TapOptions::default()
     };
     let mut timings = Vec::with_capacity(5);
@@ -215,7 +216,18 @@ pub async fn run(
         progress,
         Some(&work.mark),
     )
-    .await?;
+    .await;
+    let tap = match tap {
+        Err(e @ ShackError::BronzeAhead { .. }) => {
+            // Refused before anything was written: this run leaves no work behind to sweep.
+            catalog
+                .end_work(work.mark.name())
+                .await
+                .map_err(|e| ShackError::lake("the catalog", e))?;
+            return Err(e);
+        }
+        other => other?,
+    };
     lap("tap");
     // Nothing landed since the last publish, at its very as-of, and nothing waits on `audit`:
     // publishing again would only repeat the same rows under a new number.

@@ -84,6 +84,11 @@ pub struct TapOptions {
     /// metadata and manifests, so its cost grows with the lake's history; [`crate::run`] turns
     /// it off unless an earlier run was interrupted (see its docs).
     pub sweep_orphans: bool,
+    /// Refuse, before writing anything, when bronze on the branch already holds a landing file
+    /// that arrived after `through`. A run sets it: its publish says "as of `through`", and
+    /// silver is boiled from all of bronze, so a file tapped earlier by a tap further ahead (or
+    /// kept across a rollback) would be published under an as-of it arrived after.
+    pub refuse_later_arrivals: bool,
     /// At most this many lines per Arrow batch (and so per data file write).
     pub max_batch_rows: usize,
     /// At most about this many bytes of lines per Arrow batch.
@@ -96,6 +101,7 @@ impl Default for TapOptions {
             branch: bronze::AUDIT_BRANCH.to_string(),
             orphan_grace: Duration::from_secs(60 * 60),
             sweep_orphans: true,
+            refuse_later_arrivals: false,
             max_batch_rows: 64 * 1024,
             max_batch_bytes: 64 * 1024 * 1024,
         }
@@ -311,6 +317,8 @@ struct Known {
     /// The ledger's rows as read, and the data files that held them.
     ledger: Vec<RecordBatch>,
     ledger_files: BTreeSet<String>,
+    /// The landing file in bronze that arrived last, and when (microseconds).
+    latest_arrival: Option<(i64, String)>,
 }
 
 /// How many data files `bronze.landing_files` may hold before a tap writes its rows back as
@@ -377,6 +385,7 @@ impl Known {
             tapped: HashMap::new(),
             ledger: Vec::new(),
             ledger_files,
+            latest_arrival: None,
         };
         for b in &batches {
             let file = string_column(b, "file")?;
@@ -386,6 +395,7 @@ impl Known {
             let bytes = column::<Int64Array>(b, "bytes")?;
             let tapped_at = column::<TimestampMicrosecondArray>(b, "tapped_at")?;
             let original = column::<StringArray>(b, "original_file")?;
+            let arrived_at = column::<TimestampMicrosecondArray>(b, "arrived_at")?;
             for i in 0..b.num_rows() {
                 let name = file.value(i);
                 // Lines in bronze: a tapped file, or a changed one whose bytes were new.
@@ -396,6 +406,14 @@ impl Known {
                         (source.value(i).to_string(), sha.value(i).to_string()),
                         name.to_string(),
                     );
+                    if !arrived_at.is_null(i)
+                        && known
+                            .latest_arrival
+                            .as_ref()
+                            .is_none_or(|(us, _)| arrived_at.value(i) > *us)
+                    {
+                        known.latest_arrival = Some((arrived_at.value(i), name.to_string()));
+                    }
                 }
                 if bytes.is_null(i) || tapped_at.is_null(i) {
                     return Err(ShackError::BadTable {
@@ -538,6 +556,16 @@ pub(crate) async fn tap_as(
 
     // 4. What bronze knows.
     let mut known = Known::load(table(LANDING_FILES)?, branch).await?;
+    if options.refuse_later_arrivals
+        && let Some((us, file)) = &known.latest_arrival
+        && *us > through.timestamp_micros()
+    {
+        return Err(ShackError::BronzeAhead {
+            through,
+            arrived: DateTime::from_timestamp_micros(*us).unwrap_or(through),
+            file: file.clone(),
+        });
+    }
 
     // 5. What has arrived that bronze has not seen, and what it has seen that may have been
     //    rewritten since (with the hash it had then).

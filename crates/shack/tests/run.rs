@@ -367,3 +367,66 @@ async fn a_reconciliation_gap_warns_while_settling_then_blocks() {
         "Not published. gold still shows the build as of 2026-08-12 23:59 UTC."
     );
 }
+
+/// A publish says "as of T": a run through T, after bronze was tapped further (by a `tap`, or
+/// before a rollback), is refused before it writes anything, naming the file that arrived later
+/// and the as-of that would hold it; it leaves no unfinished work for the next run to sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_never_publishes_what_arrived_after_its_as_of() {
+    let landing = Landing::new();
+    landing.put(
+        Source::Orders,
+        utc(2026, 8, 10, 11, 5, 0),
+        "cdc",
+        br#"{"op":"c","lsn":7,"before":null,"after":{"order_id":"ord_1","customer_id":"cus_1","status":"created","currency":"cad","total_minor":10000,"ship_region":"CA-NS","created_at":"2026-08-10T11:00:00.000Z","updated_at":"2026-08-10T11:00:00.000Z"},"ts_ms":1786359600000}
+"#,
+    );
+    let later = landing.put(
+        Source::Payments,
+        utc(2026, 8, 12, 12, 5, 0),
+        "webhooks",
+        br#"{"id":"evt_1","type":"charge.succeeded","api_version":"2025-11-01","created":1786363200,"data":{"object":{"id":"ch_1","order_id":"ord_1","amount":10000,"currency":"cad"}}}
+"#,
+    );
+    let lake = Lake::new();
+    lake.tap(landing.root(), utc(2026, 8, 12, 23, 0, 0)).await;
+    let before = lake.refs().await;
+    let refused = shack::run(
+        &lake.catalog,
+        landing.root(),
+        &RunOptions::new(utc(2026, 8, 11, 12, 0, 0)),
+        0,
+        &shack::NoProgress,
+    )
+    .await
+    .expect_err("bronze holds a file that arrived after the as-of");
+    assert!(
+        matches!(&refused, shack::ShackError::BronzeAhead { file, .. } if *file == later),
+        "{refused}"
+    );
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "bronze on `audit` already holds {later}, which arrived at 2026-08-12 12:05:00 UTC, after --through 2026-08-11 12:00:00 UTC: a publish as of 2026-08-11 12:00:00 UTC would include it; run --through 2026-08-12 12:05:00 UTC or later (nothing was written)"
+        )
+    );
+    assert_eq!(lake.refs().await, before, "no bronze ref moved");
+    assert!(
+        publish::publishes(&lake.catalog)
+            .await
+            .expect("log")
+            .is_empty(),
+        "nothing published"
+    );
+    assert!(
+        lake.catalog
+            .unfinished_work()
+            .await
+            .expect("work")
+            .is_empty(),
+        "the refused run left no mark"
+    );
+    // Through the later arrival, the same lake publishes.
+    let r = run(&lake, landing.root(), utc(2026, 8, 12, 23, 0, 0), false).await;
+    assert!(r.published());
+}
