@@ -615,6 +615,44 @@ pub async fn stage_boil(
             fold_order_keys(&found.batches, &mut existing_lsn, &mut existing_created)?;
         }
     }
+    // An order's `created_at` is the one it was first delivered with: silver's row, or its
+    // first change in delivery order. The merge key holds it, so a change that moved it would
+    // add a second row for the order: such a change is quarantined (`created_at_changed`), in
+    // a full build as in a daily run, and the run goes on.
+    let moved = created_at_moved(&changes, &existing_created);
+    if !moved.is_empty() {
+        let (kept, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut changes)
+            .into_iter()
+            .enumerate()
+            .partition(|(i, _)| !moved.contains(i));
+        changes = kept.into_iter().map(|(_, c)| c).collect();
+        let gone: Vec<OrderRow> = gone.into_iter().map(|(_, c)| c).collect();
+        progress.message(&format!(
+            "quarantining {} order change(s) that moved their order's created_at",
+            gone.len()
+        ));
+        let mut raw = raw_lines(&bronze_tables[&Source::Orders], branch, &gone).await?;
+        let reason = Reason::CreatedAtChanged;
+        for c in gone {
+            let key = (c.lineage.file.to_string(), c.lineage.line);
+            let (text, bytes) = raw.remove(&key).ok_or_else(|| ShackError::BadTable {
+                table: bronze::table_name(Source::Orders),
+                detail: format!("line {} of {} is not on {branch}", key.1, key.0),
+            })?;
+            quarantine.push(QuarantineRow {
+                source: Source::Orders.as_str(),
+                reason: reason.as_str(),
+                raw: text,
+                raw_bytes: bytes,
+                lineage: c.lineage,
+            });
+            if let Some(rep) = sources.get_mut(&Source::Orders) {
+                rep.parsed -= 1;
+                rep.quarantined += 1;
+                *rep.reasons.entry(reason.as_str().to_string()).or_default() += 1;
+            }
+        }
+    }
     let mut winners: HashMap<&str, &OrderRow> = HashMap::new();
     for c in &changes {
         let id = c.change.order_id.as_str();
@@ -683,7 +721,8 @@ pub async fn stage_boil(
     let mut checks = Vec::new();
     payment_checks(&mut checks, &new_payments, &order_ids);
     order_checks(&mut checks, &upserts);
-    // The merge key holds created_at: a change that moved it would add a second row.
+    // The merge key holds created_at: a change that moved it would add a second row (such
+    // changes were quarantined above; this holds the rest to it).
     checks.push(check(
         "immutable_silver_orders_created_at",
         Severity::Error,
@@ -1229,6 +1268,79 @@ pub(crate) fn day_ranges(stamps: impl Iterator<Item = i64>) -> Vec<(i64, i64)> {
 }
 
 /// `column` (a timestamp) within one of `ranges`; `None` when there are none.
+/// The positions in `changes` (in delivery order) of the changes whose `created_at` is not the
+/// one their order was first delivered with: `stored`'s (silver's rows), or else the first of
+/// `changes` for that order.
+fn created_at_moved(changes: &[OrderRow], stored: &HashMap<String, i64>) -> HashSet<usize> {
+    let mut first: HashMap<&str, i64> = HashMap::new();
+    let mut moved = HashSet::new();
+    for (i, c) in changes.iter().enumerate() {
+        let id = c.change.order_id.as_str();
+        let created = match stored.get(id) {
+            Some(at) => *at,
+            None => *first.entry(id).or_insert(c.change.created_at_us),
+        };
+        if created != c.change.created_at_us {
+            moved.insert(i);
+        }
+    }
+    moved
+}
+
+/// The text (and the bytes, when not UTF-8) of `rows`' lines as bronze holds them on `branch`,
+/// by (landing file, line): read again for the few lines quarantined after the parse let their
+/// text go.
+async fn raw_lines(
+    table: &Table,
+    branch: &str,
+    rows: &[OrderRow],
+) -> Result<HashMap<(String, i64), (String, Option<Vec<u8>>)>> {
+    let wanted: HashSet<(&str, i64)> = rows
+        .iter()
+        .map(|r| (&*r.lineage.file, r.lineage.line))
+        .collect();
+    let files: BTreeSet<&str> = wanted.iter().map(|(f, _)| *f).collect();
+    let filter = Reference::new("_landing_file").is_in(files.into_iter().map(Datum::string));
+    let read = read_where(
+        table,
+        branch,
+        &["_raw", "_raw_bytes", "_landing_file", "_line"],
+        filter,
+    )
+    .await?;
+    let name = table.name();
+    let bad = |detail: String| ShackError::BadTable {
+        table: name.to_string(),
+        detail,
+    };
+    let mut out = HashMap::new();
+    for b in &read.batches {
+        let col = |c: &str| {
+            b.column_by_name(c)
+                .ok_or_else(|| bad(format!("no column {c:?}")))
+        };
+        let raw = col("_raw")?.as_any().downcast_ref::<StringArray>();
+        let bytes = col("_raw_bytes")?
+            .as_any()
+            .downcast_ref::<LargeBinaryArray>();
+        let file = col("_landing_file")?.as_any().downcast_ref::<StringArray>();
+        let line = col("_line")?
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>();
+        let (Some(raw), Some(bytes), Some(file), Some(line)) = (raw, bytes, file, line) else {
+            return Err(bad("a lineage column of an unexpected type".to_string()));
+        };
+        for i in 0..b.num_rows() {
+            let key = (file.value(i), line.value(i));
+            if wanted.contains(&key) {
+                let kept = (!bytes.is_null(i)).then(|| bytes.value(i).to_vec());
+                out.insert((key.0.to_string(), key.1), (raw.value(i).to_string(), kept));
+            }
+        }
+    }
+    Ok(out)
+}
+
 pub(crate) fn within(column: &str, ranges: &[(i64, i64)]) -> Option<Predicate> {
     ranges
         .iter()

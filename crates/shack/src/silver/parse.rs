@@ -63,11 +63,14 @@ pub enum Reason {
     BadRate,
     /// Settlements: `net_minor` is not `gross_minor - refunds_minor`.
     NetMismatch,
+    /// Orders: a change whose `created_at` is not the one its order was first delivered with
+    /// (found by the boil, not the parse: it needs silver's row).
+    CreatedAtChanged,
 }
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 24] = [
         Reason::NotUtf8,
         Reason::UnparseableJson,
         Reason::MissingEnvelope,
@@ -91,6 +94,7 @@ impl Reason {
         Reason::BadDate,
         Reason::BadRate,
         Reason::NetMismatch,
+        Reason::CreatedAtChanged,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -118,6 +122,7 @@ impl Reason {
             Reason::BadDate => "bad_date",
             Reason::BadRate => "bad_rate",
             Reason::NetMismatch => "net_mismatch",
+            Reason::CreatedAtChanged => "created_at_changed",
         }
     }
 }
