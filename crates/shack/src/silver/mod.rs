@@ -15,7 +15,9 @@
 //!    (`is_deleted`). The upsert is lake's copy-on-write MERGE ([`lake::Merge`] by order id and
 //!    creation instant, update only when the incoming `_lsn` is greater). `silver.orders` is
 //!    partitioned by the day its order was created, so a merge opens and rewrites only the
-//!    recent days the new changes belong to.
+//!    recent days the new changes belong to. An order's creation instant is the one it was
+//!    first delivered with (silver's row, or its first change in delivery order): a change
+//!    that moves it is quarantined as `created_at_changed`, in a daily run as in a full build.
 //! 4. **Check each row** ([`CheckReport`]): unique and not null keys, accepted values, positive
 //!    amounts (severity error: the boil fails before it commits anything), and payment → order
 //!    (severity warn: CDC lags the webhooks).
@@ -43,7 +45,7 @@
 //!   refund's order may be weeks old, a payment's order CDC has not delivered yet is nowhere,
 //!   an order whose `created_at` moved is on another day — on every other day. Order ids are
 //!   random, so neither partitions nor column bounds can find them, and a bounded guess would
-//!   make the payment → order and immutable-`created_at` checks wrong: `silver.orders` is
+//!   make the payment → order check and the moved-`created_at` quarantine wrong: `silver.orders` is
 //!   written with a bloom filter on `order_id` in row groups of 512 rows
 //!   ([`tables::ORDERS_ROW_GROUP_ROWS`]), and only the row groups whose filter may hold an
 //!   asked id are read. The second lookup reads about one row group per order it finds (a
