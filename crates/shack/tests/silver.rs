@@ -782,6 +782,59 @@ fn the_boil_future_is_send() {
     send(&fut);
 }
 
+/// A payment event redelivered with another `created` (on another UTC day than its first
+/// delivery) is a duplicate in a daily run, as in a full build: silver.payments keeps the first
+/// delivery only, so gold does not count the charge twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivery_on_another_day_is_a_duplicate() {
+    let landing = Landing::new();
+    let lake = Lake::new();
+    let t1 = utc(2026, 8, 2, 1, 0, 0);
+    let t2 = utc(2026, 8, 4, 1, 0, 0);
+    let event = |id: &str, created: i64| {
+        format!(
+            r#"{{"id":"{id}","type":"charge.succeeded","api_version":"2025-11-01","created":{created},"data":{{"object":{{"id":"ch_{id}","order_id":"ord_1","amount":500,"currency":"cad"}}}}}}"#
+        ) + "\n"
+    };
+    // 2026-08-02T00:00Z, then the same event stamped 2026-08-03T00:00Z.
+    landing.put(
+        Source::Payments,
+        t1,
+        "20260802T00",
+        event("evt_1", 1_785_628_800).as_bytes(),
+    );
+    lake.tap(landing.root(), t1).await;
+    boil(&lake, &BoilOptions::default()).await;
+    let body = event("evt_1", 1_785_715_200) + &event("evt_2", 1_785_715_200);
+    landing.put(Source::Payments, t2, "20260804T00", body.as_bytes());
+    lake.tap(landing.root(), t2).await;
+    let r = boil(&lake, &BoilOptions::default()).await;
+    let p = r
+        .sources
+        .iter()
+        .find(|s| s.source == Source::Payments)
+        .expect("payments");
+    assert_eq!((p.rows_read, p.parsed, p.duplicates), (2, 1, 1));
+    let rows = audit_rows(&lake, tables::PAYMENTS).await;
+    let mut ids = str_column(&rows, "event_id");
+    ids.sort();
+    assert_eq!(
+        ids,
+        vec![Some("evt_1".to_string()), Some("evt_2".to_string())]
+    );
+    assert_conservation(&lake).await;
+    let incremental = table_rows(&lake, tables::PAYMENTS).await;
+    boil(
+        &lake,
+        &BoilOptions {
+            replay: true,
+            ..BoilOptions::default()
+        },
+    )
+    .await;
+    assert_eq!(table_rows(&lake, tables::PAYMENTS).await, incremental);
+}
+
 /// A change that moves its order's creation instant (part of silver.orders' merge key, so it
 /// would add a second row) is quarantined as `created_at_changed` with its line, and the boil
 /// goes on: the order keeps its first row, the other changes land, every bronze line is

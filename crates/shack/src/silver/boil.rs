@@ -510,21 +510,64 @@ pub async fn stage_boil(
 
     // 5. Payments: first delivery per event id, and only ids silver.payments never held. A
     //    redelivery carries its event's own `created_at`, so an id silver.payments holds is
-    //    held on the UTC day of that instant: only those days are read (pruned by partition,
-    //    or by the data files' `created_at` bounds in a lake made before the partitioning).
+    //    nearly always held on the UTC day of that instant: those days are read first (pruned
+    //    by partition, or by the data files' `created_at` bounds in a lake made before the
+    //    partitioning). A sender that redelivers an event with another `created` puts it on
+    //    another day: the ids those days did not answer are looked up on every other day, by
+    //    the bloom filter on `event_id` (see silver.orders' lookup), so such a redelivery is a
+    //    duplicate in a daily run as in a full build.
     let mut silver_rows_read = 0u64;
     let mut seen: HashSet<String> = HashSet::new();
     if !rebuild && advanced.contains(&Source::Payments) {
+        let name = tables::PAYMENTS;
         let days = day_ranges(payments.iter().map(|p| p.event.created_at_us));
         if let Some(filter) = within("created_at", &days) {
             progress.message("reading the payment ids silver holds on the new events' days");
-            let name = tables::PAYMENTS;
-            let read = read_where(&silver[name], branch, &["event_id"], filter).await?;
+            let read = read_where(&silver[name], branch, &["event_id"], filter.clone()).await?;
             silver_rows_read += read.rows();
             progress.message(&read.describe("payment ids"));
             for b in &read.batches {
                 let ids = tables::strs(name, b, "event_id")?;
                 seen.extend((0..ids.len()).map(|i| ids.value(i).to_string()));
+            }
+            let unanswered: HashSet<&str> = payments
+                .iter()
+                .map(|p| p.event.event_id.as_str())
+                .filter(|id| !seen.contains(*id))
+                .collect();
+            if !unanswered.is_empty() && silver[name].head(branch).is_some() {
+                progress.message(&format!(
+                    "looking up {} new payment ids in {name} on the other days",
+                    thousands(unanswered.len() as u64)
+                ));
+                let found = silver[name]
+                    .lookup(
+                        &At::reference(branch),
+                        "event_id",
+                        &unanswered,
+                        &[],
+                        Some(filter.negate()),
+                    )
+                    .await
+                    .map_err(|e| ShackError::lake(name, e))?;
+                silver_rows_read += found.rows_read;
+                progress.message(&format!(
+                    "read {} payment rows from {} of {} row groups in {} of {} data files of {name}, found {}{}",
+                    thousands(found.rows_read),
+                    thousands(found.row_groups_read as u64),
+                    thousands(found.row_groups_held as u64),
+                    found.files_read,
+                    found.files_planned,
+                    thousands(found.num_rows() as u64),
+                    match found.files_unfiltered {
+                        0 => String::new(),
+                        n => format!(" ({n} written without a bloom filter, read whole)"),
+                    }
+                ));
+                for b in &found.batches {
+                    let ids = tables::strs(name, b, "event_id")?;
+                    seen.extend((0..ids.len()).map(|i| ids.value(i).to_string()));
+                }
             }
         }
     }

@@ -323,10 +323,12 @@ pub const ORDERS_BLOOM_FPP: f64 = 0.00001;
 /// written with a bloom filter on `order_id` in row groups of [`ORDERS_ROW_GROUP_ROWS`] rows,
 /// so a boil finds the orders a day's payments and changes name by reading only the row groups
 /// that may hold them: order ids are random, so neither the day partitions nor the column
-/// bounds can.
+/// bounds can. `silver.payments` is written the same way on `event_id`, so a boil finds an
+/// event redelivered with another `created` (on another day) without reading every day.
 pub fn properties(table: &str) -> BTreeMap<String, String> {
     match table {
         ORDERS => bloom_properties("order_id"),
+        PAYMENTS => bloom_properties("event_id"),
         _ => BTreeMap::new(),
     }
 }
@@ -351,7 +353,7 @@ pub fn bloom_properties(column: &str) -> BTreeMap<String, String> {
 }
 
 /// The key `silver.orders` is merged by: the order id, and its creation instant (immutable in
-/// the source: every row image of an order carries the same `created_at`; a boil refuses a
+/// the source: every row image of an order carries the same `created_at`; a boil quarantines a
 /// change that would move it).
 pub const ORDERS_MERGE_KEY: [&str; 2] = ["order_id", "created_at"];
 
