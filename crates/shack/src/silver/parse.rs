@@ -215,9 +215,19 @@ pub const PAYMENT_PARSERS: &[PaymentParser] = &[
         charge_id: Field::Path(&["data", "object", "id"]),
         refund_id: Field::Path(&["data", "object", "refund", "id"]),
         order_id: Field::Path(&["data", "object", "order_id"]),
+        // A refund's amount is its refund's, never the charge's: a refund whose own amount is
+        // missing is quarantined (bad_amount), not booked as a refund of the whole charge.
         amount: Field::Coalesce(&[
-            Field::Path(&["data", "object", "refund", "amount"]),
-            Field::Path(&["data", "object", "amount"]),
+            Field::When {
+                path: &["type"],
+                equals: "charge.refunded",
+                then: &["data", "object", "refund", "amount"],
+            },
+            Field::When {
+                path: &["type"],
+                equals: "charge.succeeded",
+                then: &["data", "object", "amount"],
+            },
         ]),
         currency: Field::Path(&["data", "object", "currency"]),
     },
@@ -778,6 +788,15 @@ mod tests {
             (
                 V1_REFUND.replace(r#""id":"re_1","#, ""),
                 Reason::MissingRefundId,
+            ),
+            // The charge's amount is no stand-in for a refund's own.
+            (
+                V1_REFUND.replace(r#","amount":2000"#, ""),
+                Reason::BadAmount,
+            ),
+            (
+                V1_REFUND.replace(r#""amount":2000"#, r#""amount":null"#),
+                Reason::BadAmount,
             ),
             (
                 V2_REFUND.replace(r#""object":"refund","#, ""),
