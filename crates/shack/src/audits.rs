@@ -34,9 +34,11 @@
 //!   conservation does, and reads `gold.fct_payments` whole when conservation would, checking
 //!   what it carried. A few of the events without a rate are named from a whole read.
 //! - Reconciliation: for every settlement line, `gold.mart_daily_cash` equals the processor's
-//!   gross, refunds and net to the cent. A gap on a day that closed less than
+//!   gross, refunds and net to the cent, and every day and currency with cash in gold has a
+//!   settlement line. A gap on a day that closed less than
 //!   [`Settings::settling_hours`](crate::Settings::settling_hours) before the as-of warns (late
-//!   webhooks still settling); an older gap blocks.
+//!   webhooks still settling), a missing line there is awaited; an older gap, or a settlement
+//!   that never came, blocks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -1012,20 +1014,25 @@ fn fx_coverage_audit<'a>(
 
 // ---- 4. reconciliation ---------------------------------------------------------------------------
 
-/// One settlement line beside gold's cash for its day and currency.
+/// One settlement line beside gold's cash for its day and currency, or gold's cash for a day
+/// and currency the processor has not settled.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SettlementCheck {
     pub day: NaiveDate,
     pub currency: String,
-    /// The processor's gross, refunds, net.
-    pub settled: (i64, i64, i64),
+    /// The processor's gross, refunds, net; `None` when no settlement line names the day and
+    /// currency.
+    pub settled: Option<(i64, i64, i64)>,
     /// Gold's captured, refunded, net (zeros when gold has no cash that day).
     pub gold: (i64, i64, i64),
 }
 
 /// The reconciliation audit's judgement: every settlement line must equal gold's cash to the
-/// cent. A gap on a day that closed (its next midnight UTC) less than `settling_hours` before
-/// `as_of` is still settling (WARN); older gaps BLOCK. Lines are judged in day order.
+/// cent, and every day and currency gold holds cash for must have a settlement line. A gap, or
+/// a missing line, on a day that closed (its next midnight UTC) less than `settling_hours`
+/// before `as_of` is still settling: a gap WARNs, a missing line is awaited (the report lands
+/// the next morning) and not judged. Older gaps and missing lines BLOCK. Lines are judged in
+/// day order.
 pub fn reconciliation(
     lines: &[SettlementCheck],
     as_of: DateTime<Utc>,
@@ -1034,10 +1041,9 @@ pub fn reconciliation(
     let mut settling = Vec::new();
     let mut broken = Vec::new();
     let mut gaps = Vec::new();
+    let mut missing = Vec::new();
+    let mut awaited = 0usize;
     for l in lines {
-        if l.settled == l.gold {
-            continue;
-        }
         let closed = l
             .day
             .succ_opt()
@@ -1045,16 +1051,40 @@ pub fn reconciliation(
             .map(|t| t.and_utc());
         let still_settling =
             closed.is_some_and(|c| as_of - c < Duration::hours(i64::from(settling_hours)));
+        let Some(settled) = l.settled else {
+            if l.gold == (0, 0, 0) {
+                continue;
+            }
+            if still_settling {
+                awaited += 1;
+                continue;
+            }
+            missing.push(json!({
+                "day": l.day.to_string(),
+                "currency": l.currency,
+                "gold": [l.gold.0, l.gold.1, l.gold.2],
+            }));
+            broken.push(format!(
+                "no settlement for {} {} (gold net {})",
+                l.day,
+                l.currency.to_uppercase(),
+                money(l.gold.2).trim_start_matches('+')
+            ));
+            continue;
+        };
+        if settled == l.gold {
+            continue;
+        }
         let gap = format!(
             "{} {} net off by {}",
             l.day,
             l.currency.to_uppercase(),
-            money(l.gold.2 - l.settled.2)
+            money(l.gold.2 - settled.2)
         );
         gaps.push(json!({
             "day": l.day.to_string(),
             "currency": l.currency,
-            "settled": [l.settled.0, l.settled.1, l.settled.2],
+            "settled": [settled.0, settled.1, settled.2],
             "gold": [l.gold.0, l.gold.1, l.gold.2],
             "settling": still_settling,
         }));
@@ -1064,10 +1094,13 @@ pub fn reconciliation(
             broken.push(gap);
         }
     }
+    let settled_lines = lines.iter().filter(|l| l.settled.is_some()).count();
     let evidence = json!({
-        "settlement_lines": lines.len(),
+        "settlement_lines": settled_lines,
         "settling_hours": settling_hours,
         "gaps": gaps,
+        "missing": missing,
+        "awaited": awaited,
     });
     let first3 = |v: &[String]| {
         let more = if v.len() > 3 {
@@ -1090,7 +1123,7 @@ pub fn reconciliation(
             format!("still settling: {}", first3(&settling)),
             evidence,
         )
-    } else if lines.is_empty() {
+    } else if settled_lines == 0 {
         AuditResult::new(
             "reconciliation",
             Verdict::Pass,
@@ -1103,7 +1136,7 @@ pub fn reconciliation(
             Verdict::Pass,
             format!(
                 "{} settlement lines match to the cent",
-                thousands(lines.len() as u64)
+                thousands(settled_lines as u64)
             ),
             evidence,
         )
@@ -1115,40 +1148,51 @@ fn reconciliation_audit<'a>(
     ctx: &'a GradeContext,
 ) -> BoxFuture<'a, Result<AuditResult>> {
     async move {
-        if !graded(ctx, silver::SETTLEMENTS) || !graded(ctx, gold::MART_DAILY_CASH) {
+        if !graded(ctx, gold::MART_DAILY_CASH) {
             return Ok(reconciliation(&[], ctx.as_of, ctx.settings.settling_hours));
         }
         let sql = ctx.sql(catalog).await?;
         let what = "settlements against gold.mart_daily_cash";
-        let rows = query(
-            &sql,
-            what,
-            &format!(
-                "SELECT s.settlement_date, s.currency, s.gross_minor, s.refunds_minor, s.net_minor, \
-                 coalesce(c.captured_minor, 0), coalesce(c.refunded_minor, 0), coalesce(c.net_minor, 0) \
-                 FROM {} s LEFT JOIN {} c \
+        // No settlement has ever arrived (silver.settlements has no snapshot): gold's cash alone,
+        // every line of it unsettled.
+        let text = if !graded(ctx, silver::SETTLEMENTS) {
+            format!(
+                "SELECT processor_date AS day, lower(currency) AS currency, \
+                 CAST(NULL AS BIGINT) AS gross_minor, CAST(NULL AS BIGINT) AS refunds_minor, CAST(NULL AS BIGINT) AS settled_net, \
+                 captured_minor, refunded_minor, net_minor, 1 \
+                 FROM {} ORDER BY day, currency",
+                gold::MART_DAILY_CASH
+            )
+        } else {
+            format!(
+                "SELECT coalesce(s.settlement_date, c.processor_date) AS day, \
+                 coalesce(lower(s.currency), lower(c.currency)) AS currency, \
+                 s.gross_minor, s.refunds_minor, s.net_minor, \
+                 coalesce(c.captured_minor, 0), coalesce(c.refunded_minor, 0), coalesce(c.net_minor, 0), \
+                 CASE WHEN s.settlement_date IS NULL THEN 1 ELSE 0 END \
+                 FROM {} s FULL OUTER JOIN {} c \
                  ON c.processor_date = s.settlement_date AND lower(c.currency) = lower(s.currency) \
-                 ORDER BY s.settlement_date, s.currency",
+                 ORDER BY day, currency",
                 silver::SETTLEMENTS,
                 gold::MART_DAILY_CASH
-            ),
-        )
-        .await?;
+            )
+        };
+        let rows = query(&sql, what, &text).await?;
         let days = ints(&rows, 0, what)?;
         let currencies = strings(&rows, 1, what)?;
-        let cols = (2..8)
+        let cols = (2..9)
             .map(|i| ints(&rows, i, what))
             .collect::<Result<Vec<_>>>()?;
         let mut lines = Vec::with_capacity(days.len());
         for (i, (day, currency)) in days.into_iter().zip(currencies).enumerate() {
             let v = |c: usize| cols[c][i].unwrap_or(0);
             let Some(day) = day.and_then(|d| i32::try_from(d).ok()) else {
-                return Err(bad_result(what, "a settlement line without a date"));
+                return Err(bad_result(what, "a settlement or cash line without a date"));
             };
             lines.push(SettlementCheck {
                 day: date_of(day),
                 currency: currency.unwrap_or_default(),
-                settled: (v(0), v(1), v(2)),
+                settled: (v(6) == 0).then(|| (v(0), v(1), v(2))),
                 gold: (v(3), v(4), v(5)),
             });
         }
@@ -1176,9 +1220,43 @@ mod tests {
         SettlementCheck {
             day: NaiveDate::from_ymd_opt(2026, 8, d).expect("day"),
             currency: currency.to_string(),
-            settled: (settled_net, 0, settled_net),
+            settled: Some((settled_net, 0, settled_net)),
             gold: (gold_net, 0, gold_net),
         }
+    }
+
+    fn unsettled(d: u32, currency: &str, gold_net: i64) -> SettlementCheck {
+        SettlementCheck {
+            settled: None,
+            ..line(d, currency, 0, gold_net)
+        }
+    }
+
+    /// Cash in gold on a day the processor never settled: awaited (not judged) while the day is
+    /// settling, blocked after; a day without cash needs no settlement.
+    #[test]
+    fn a_settlement_that_never_came_blocks_after_the_window() {
+        let lines = [
+            line(15, "cad", 100, 100),
+            unsettled(15, "usd", 0),
+            unsettled(16, "usd", 12_345),
+        ];
+        let early = reconciliation(&lines, at(18, 23), 48);
+        assert_eq!(early.verdict, Verdict::Pass, "{early:?}");
+        assert_eq!(early.reason, "1 settlement lines match to the cent");
+        assert_eq!(early.evidence["awaited"], 1);
+        let late = reconciliation(&lines, at(19, 0), 48);
+        assert_eq!(late.verdict, Verdict::Block);
+        assert_eq!(
+            late.reason,
+            "no settlement for 2026-08-16 USD (gold net 123.45)"
+        );
+        assert_eq!(late.evidence["missing"][0]["day"], "2026-08-16");
+        // Only unsettled cash, still awaited: nothing has arrived yet.
+        assert_eq!(
+            reconciliation(&lines[2..], at(17, 12), 48).reason,
+            "no settlement has arrived yet"
+        );
     }
 
     #[test]

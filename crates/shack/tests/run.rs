@@ -368,6 +368,40 @@ async fn a_reconciliation_gap_warns_while_settling_then_blocks() {
     );
 }
 
+/// Cash in gold on a day the processor never sent a settlement for: awaited while the day is
+/// settling, then the run blocks naming the day, instead of passing for want of a line to check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_that_never_arrives_blocks_after_the_window() {
+    let landing = Landing::new();
+    landing.put(
+        Source::Orders,
+        utc(2026, 8, 10, 11, 5, 0),
+        "cdc",
+        br#"{"op":"c","lsn":7,"before":null,"after":{"order_id":"ord_1","customer_id":"cus_1","status":"created","currency":"cad","total_minor":10000,"ship_region":"CA-NS","created_at":"2026-08-10T11:00:00.000Z","updated_at":"2026-08-10T11:00:00.000Z"},"ts_ms":1786359600000}
+"#,
+    );
+    landing.put(
+        Source::Payments,
+        utc(2026, 8, 10, 12, 5, 0),
+        "webhooks",
+        br#"{"id":"evt_1","type":"charge.succeeded","api_version":"2025-11-01","created":1786363200,"data":{"object":{"id":"ch_1","order_id":"ord_1","amount":10000,"currency":"cad"}}}
+"#,
+    );
+    let lake = Lake::new();
+    let awaited = run(&lake, landing.root(), utc(2026, 8, 11, 12, 0, 0), false).await;
+    assert_eq!(verdict(&awaited, "reconciliation"), Verdict::Pass);
+    assert!(awaited.published());
+    let still = run(&lake, landing.root(), utc(2026, 8, 12, 23, 59, 0), false).await;
+    assert_eq!(verdict(&still, "reconciliation"), Verdict::Pass);
+    let late = run(&lake, landing.root(), utc(2026, 8, 13, 0, 0, 0), false).await;
+    assert_eq!(verdict(&late, "reconciliation"), Verdict::Block);
+    assert_eq!(
+        late.grade.results[3].reason,
+        "no settlement for 2026-08-10 CAD (gold net 100.00)"
+    );
+    assert!(!late.published());
+}
+
 /// A publish says "as of T": a run through T, after bronze was tapped further (by a `tap`, or
 /// before a rollback), is refused before it writes anything, naming the file that arrived later
 /// and the as-of that would hold it; it leaves no unfinished work for the next run to sweep.
