@@ -239,9 +239,11 @@ pub async fn compare_publish(
     // 1. The landing files, as the bucket brigade reads them, and as silver would.
     let gold_by_event = gold_events(catalog, &tag).await?;
     let parsers = Parsers::all();
-    let mut naive = 0i64;
-    let mut resent = 0i64;
-    let mut retries = 0i64;
+    // The bucket brigade adds whatever integer a line holds: summed wide, so no landing file can
+    // overflow it; a total past 64 bits is refused below, naming it.
+    let mut naive = 0i128;
+    let mut resent = 0i128;
+    let mut retries = 0i128;
     let mut v2_null = 0i64;
     let mut refunds = 0i64;
     let mut usd = 0i64;
@@ -263,9 +265,10 @@ pub async fn compare_publish(
                 let amount = j.pointer("/data/object/amount").and_then(Value::as_i64)?;
                 (charge && in_month(created.saturating_mul(1_000_000))).then_some(amount)
             });
-            naive += naive_amount.unwrap_or(0);
+            let naive_wide = i128::from(naive_amount.unwrap_or(0));
+            naive += naive_wide;
             if copy {
-                resent += naive_amount.unwrap_or(0);
+                resent += naive_wide;
                 continue;
             }
             // Silver's reading of the same line.
@@ -276,7 +279,7 @@ pub async fn compare_publish(
                 continue;
             };
             if !seen_events.insert(e.event_id.clone()) {
-                retries += naive_amount.unwrap_or(0);
+                retries += naive_wide;
                 continue;
             }
             if !in_month(e.created_at_us) {
@@ -328,25 +331,39 @@ pub async fn compare_publish(
     }
 
     // 3. The bridge, line by line.
+    let narrow = |what: &str, v: i128| {
+        i64::try_from(v).map_err(|_| {
+            bad(
+                "the landing zone's payments",
+                format!(
+                    "the bucket brigade's {what} ({v} minor units) does not fit in 64 bits: a landing file holds an absurd amount"
+                ),
+            )
+        })
+    };
     let mut lines = Vec::new();
     let mut running = naive;
-    let mut push = |label: &str, amount: i64| {
+    let steps = [
+        ("re-sent files counted twice", -resent),
+        ("webhook retries counted twice", -retries),
+        ("v2 amounts read as null", i128::from(v2_null)),
+        ("refunds never subtracted", -i128::from(refunds)),
+        ("USD added as if it were CAD", i128::from(usd)),
+        ("events gold does not hold", -i128::from(missing_in_gold)),
+    ];
+    for (label, amount) in steps {
+        if label == "events gold does not hold" && amount == 0 {
+            continue;
+        }
         running += amount;
         lines.push(BridgeLine {
             label: label.to_string(),
-            amount_minor: amount,
-            running_minor: running,
+            amount_minor: narrow(label, amount)?,
+            running_minor: narrow("running total", running)?,
         });
-    };
-    push("re-sent files counted twice", -resent);
-    push("webhook retries counted twice", -retries);
-    push("v2 amounts read as null", v2_null);
-    push("refunds never subtracted", -refunds);
-    push("USD added as if it were CAD", usd);
-    if missing_in_gold != 0 {
-        push("events gold does not hold", -missing_in_gold);
     }
-    let end_minor = running;
+    let end_minor = narrow("end total", running)?;
+    let naive = narrow("month's total", naive)?;
 
     // 4. The awaiting-shipment queue, both ways.
     let queue_naive = naive_queue(warehouse_root, as_of)?;

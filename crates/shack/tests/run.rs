@@ -464,3 +464,47 @@ async fn a_run_never_publishes_what_arrived_after_its_as_of() {
     let r = run(&lake, landing.root(), utc(2026, 8, 12, 23, 0, 0), false).await;
     assert!(r.published());
 }
+
+/// The bucket brigade sums whatever integers the landing files hold: amounts whose sum passes
+/// 64 bits are a typed error naming the landing zone, never an overflow panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_refuses_a_brigade_sum_past_64_bits() {
+    let landing = Landing::new();
+    landing.put(
+        Source::Orders,
+        utc(2026, 8, 10, 11, 5, 0),
+        "cdc",
+        br#"{"op":"c","lsn":7,"before":null,"after":{"order_id":"ord_1","customer_id":"cus_1","status":"created","currency":"cad","total_minor":10000,"ship_region":"CA-NS","created_at":"2026-08-10T11:00:00.000Z","updated_at":"2026-08-10T11:00:00.000Z"},"ts_ms":1786359600000}
+"#,
+    );
+    landing.put(
+        Source::Payments,
+        utc(2026, 8, 10, 12, 5, 0),
+        "webhooks",
+        br#"{"id":"evt_1","type":"charge.succeeded","api_version":"2025-11-01","created":1786363200,"data":{"object":{"id":"ch_1","order_id":"ord_1","amount":10000,"currency":"cad"}}}
+"#,
+    );
+    let lake = Lake::new();
+    let through = utc(2026, 8, 11, 12, 0, 0);
+    assert!(run(&lake, landing.root(), through, false).await.published());
+    let fine = shack::compare::compare(&lake.catalog, landing.root(), through, Some((2026, 8)))
+        .await
+        .expect("compare");
+    assert_eq!(fine.naive_minor, 10000);
+    // A file the lake never tapped (stamped before the publish, written after it), whose two
+    // amounts sum past i64::MAX.
+    let huge = format!(
+        "{{\"id\":\"evt_9\",\"type\":\"charge.succeeded\",\"api_version\":\"2025-11-01\",\"created\":1786363200,\"data\":{{\"object\":{{\"id\":\"ch_9\",\"order_id\":\"ord_1\",\"amount\":{},\"currency\":\"cad\"}}}}}}\n",
+        i64::MAX - 1
+    );
+    landing.put(
+        Source::Payments,
+        utc(2026, 8, 10, 13, 0, 0),
+        "webhooks",
+        huge.as_bytes(),
+    );
+    let err = shack::compare::compare(&lake.catalog, landing.root(), through, Some((2026, 8)))
+        .await
+        .expect_err("past 64 bits");
+    assert!(err.to_string().contains("does not fit in 64 bits"), "{err}");
+}
