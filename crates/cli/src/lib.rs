@@ -357,7 +357,7 @@ enum Command {
         keep_versions: Option<u64>,
         /// Keep every snapshot younger than this many hours.
         #[arg(long, default_value_t = 168)]
-        expire_older_than_hours: i64,
+        expire_older_than_hours: u32,
         /// On every branch keep at least this many newest snapshots.
         #[arg(long, default_value_t = 10)]
         retain_last: usize,
@@ -366,7 +366,7 @@ enum Command {
         /// reader of a just-expired version loses a file. The first sweep marks; a later one
         /// deletes. 0 deletes at once (only for a lake with no other writer or reader).
         #[arg(long, default_value_t = 60)]
-        orphan_grace_minutes: i64,
+        orphan_grace_minutes: u32,
     },
     /// Free what nothing needs any more, across the lake: snapshots older than --older-than that
     /// no branch, tag (every publish is tagged) or watermark names; catalog versions older than
@@ -378,7 +378,7 @@ enum Command {
         older_than: std::time::Duration,
         /// As for `maintain`: an unreachable file goes once sweeps have seen it so for this long.
         #[arg(long, default_value_t = 60)]
-        orphan_grace_minutes: i64,
+        orphan_grace_minutes: u32,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
@@ -473,18 +473,25 @@ fn parse_through(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
     })
 }
 
+/// `0s`, `90s`, `15m`, `1h`, `7d`: a whole number and its unit. A bare number is refused
+/// (`7` could mean seven of anything) except `0`, which is zero in every unit.
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
     let n: u64 = num
         .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 0s, 90s, 15m, 1h"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
+        .map_err(|_| format!("{s:?} is not a duration like 0s, 90s, 15m, 1h, 7d"))?;
+    let per = match unit {
+        "" if n == 0 => 1,
+        "" => return Err(format!("{s:?} needs a unit: {n}s, {n}m, {n}h or {n}d")),
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
         _ => return Err(format!("{s:?}: unit must be s, m, h or d")),
     };
+    let secs = n
+        .checked_mul(per)
+        .ok_or_else(|| format!("{s:?} is longer than this program can count"))?;
     Ok(std::time::Duration::from_secs(secs))
 }
 
@@ -1459,7 +1466,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let lake = open(&cli)?;
             let now = chrono::Utc::now().timestamp_millis();
             let opts = lake::ExpireOptions {
-                older_than_ms: now - expire_older_than_hours * 3_600_000,
+                // u32 hours and minutes: at most about 1.5e16 ms, far inside i64.
+                older_than_ms: now - i64::from(*expire_older_than_hours) * 3_600_000,
                 retain_last: *retain_last,
                 protect: Vec::new(),
             };
@@ -1482,7 +1490,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             }
             let report = lake
-                .remove_orphans(now, orphan_grace_minutes * 60_000)
+                .remove_orphans(now, i64::from(*orphan_grace_minutes) * 60_000)
                 .await?;
             for (table, files) in &report.removed {
                 say!("removed  {table:<28} {:>6} orphan files", files.len());
@@ -1507,7 +1515,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let local = url_of(&cli.warehouse)?.is_none();
             let before = if local { disk_bytes(&cli.warehouse) } else { 0 };
             let now = chrono::Utc::now().timestamp_millis();
-            let cutoff = now - i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+            let cutoff = i64::try_from(older_than.as_millis())
+                .ok()
+                .and_then(|ms| now.checked_sub(ms))
+                .unwrap_or(i64::MIN);
             let opts = lake::ExpireOptions {
                 older_than_ms: cutoff,
                 retain_last: 1,
@@ -1525,7 +1536,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .max(1) as u64;
             let versions = lake.expire_versions(keep).await?.len();
             let report = lake
-                .remove_orphans(now, orphan_grace_minutes * 60_000)
+                .remove_orphans(now, i64::from(*orphan_grace_minutes) * 60_000)
                 .await?;
             let after = if local { disk_bytes(&cli.warehouse) } else { 0 };
             let freed = serde_json::json!({
@@ -1688,5 +1699,66 @@ pub fn main() -> ExitCode {
             eprintln!("error: {}", msg.replace('\n', " "));
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duration_needs_its_unit_and_fits() {
+        assert_eq!(parse_duration("0"), Ok(std::time::Duration::ZERO));
+        assert_eq!(
+            parse_duration("7d"),
+            Ok(std::time::Duration::from_secs(7 * 86_400))
+        );
+        assert_eq!(
+            parse_duration("7"),
+            Err("\"7\" needs a unit: 7s, 7m, 7h or 7d".to_string())
+        );
+        assert!(parse_duration("7w").is_err());
+        assert!(parse_duration("").is_err());
+        // Past u64 seconds: refused, not an overflow.
+        assert_eq!(
+            parse_duration("18446744073709551615d"),
+            Err("\"18446744073709551615d\" is longer than this program can count".to_string())
+        );
+    }
+
+    /// Hours and minutes past any sensible figure, or below zero, are refused by the parser
+    /// (exit 2), never multiplied into an overflow.
+    #[test]
+    fn maintenance_figures_are_bounded_before_any_arithmetic() {
+        for args in [
+            &["sugarshack", "maintain", "--expire-older-than-hours", "-1"][..],
+            &[
+                "sugarshack",
+                "maintain",
+                "--expire-older-than-hours",
+                "9223372036854775807",
+            ],
+            &[
+                "sugarshack",
+                "expire",
+                "--older-than",
+                "1d",
+                "--orphan-grace-minutes",
+                "9223372036854775807",
+            ],
+            &["sugarshack", "expire", "--older-than", "7"],
+        ] {
+            let e = Cli::try_parse_from(args).expect_err("refused");
+            assert_eq!(e.exit_code(), 2, "{args:?}: {e}");
+        }
+        let far = Cli::try_parse_from([
+            "sugarshack",
+            "maintain",
+            "--expire-older-than-hours",
+            "4294967295",
+            "--orphan-grace-minutes",
+            "4294967295",
+        ]);
+        assert!(far.is_ok(), "the largest figures parse, and fit in i64 ms");
     }
 }
