@@ -782,6 +782,52 @@ fn the_boil_future_is_send() {
     send(&fut);
 }
 
+/// An FX file rewritten in place (the same name, a corrected rate) and tapped again: its new
+/// rate is the latest publication, in a daily run as in a full build, and the history keeps
+/// both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_csv_rewritten_in_place_publishes_its_new_rate() {
+    let landing = Landing::new();
+    let lake = Lake::new();
+    let at = utc(2026, 8, 1, 21, 0, 0);
+    landing.put(
+        Source::FxRates,
+        at,
+        "2026-08-01",
+        b"rate_date,base,quote,rate\n2026-08-01,USD,CAD,1.368000\n",
+    );
+    lake.tap(landing.root(), at).await;
+    boil(&lake, &BoilOptions::default()).await;
+    landing.put(
+        Source::FxRates,
+        at,
+        "2026-08-01",
+        b"rate_date,base,quote,rate\n2026-08-01,USD,CAD,1.371234\n",
+    );
+    let second = lake.tap(landing.root(), utc(2026, 8, 2, 1, 0, 0)).await;
+    assert_eq!(second.changed.len(), 1, "{second:?}");
+    boil(&lake, &BoilOptions::default()).await;
+    let rates = audit_rows(&lake, tables::FX_RATES).await;
+    assert_eq!(int_column(&rates, "rate_micros"), vec![1_371_234]);
+    assert_eq!(int_column(&rates, "publications"), vec![2]);
+    let mut history = int_column(
+        &audit_rows(&lake, tables::FX_RATE_HISTORY).await,
+        "rate_micros",
+    );
+    history.sort();
+    assert_eq!(history, vec![1_368_000, 1_371_234]);
+    let daily = table_rows(&lake, tables::FX_RATES).await;
+    boil(
+        &lake,
+        &BoilOptions {
+            replay: true,
+            ..BoilOptions::default()
+        },
+    )
+    .await;
+    assert_eq!(table_rows(&lake, tables::FX_RATES).await, daily);
+}
+
 /// A payment event redelivered with another `created` (on another UTC day than its first
 /// delivery) is a duplicate in a daily run, as in a full build: silver.payments keeps the first
 /// delivery only, so gold does not count the charge twice.

@@ -1030,8 +1030,11 @@ fn source_report(source: Source, after: Option<i64>, through: Option<i64>) -> So
 }
 
 /// The latest publication per key: `existing` rows, then `incoming` ones in publication order;
-/// an incoming row replaces the stored one when its publication key is higher, and every
-/// publication is counted. Returned sorted by key.
+/// an incoming row replaces the stored one when its publication key is higher, or the same: the
+/// same line of the same landing file, read again because the file was rewritten in place and
+/// tapped again (incoming lines are always in a later bronze snapshot than silver's, and among
+/// themselves they are ordered by their snapshot's sequence number), so the rewrite wins in a
+/// daily run as in a full build. Every publication is counted. Returned sorted by key.
 fn latest<R, K: Ord + Clone>(
     existing: Vec<R>,
     mut incoming: Vec<R>,
@@ -1044,9 +1047,10 @@ fn latest<R, K: Ord + Clone>(
         out.insert(key(&r), r);
     }
     incoming.sort_by(|a, b| {
-        lineage(a)
-            .publication_key()
-            .cmp(&lineage(b).publication_key())
+        let (a, b) = (lineage(a), lineage(b));
+        a.publication_key()
+            .cmp(&b.publication_key())
+            .then(a.sequence_number.cmp(&b.sequence_number))
     });
     for mut r in incoming {
         let k = key(&r);
@@ -1057,7 +1061,7 @@ fn latest<R, K: Ord + Clone>(
             }
             Some(mut old) => {
                 let total = *publications(&mut old) + 1;
-                let mut winner = if lineage(&r).publication_key() > lineage(&old).publication_key()
+                let mut winner = if lineage(&r).publication_key() >= lineage(&old).publication_key()
                 {
                     r
                 } else {

@@ -55,7 +55,8 @@
 //!
 //! FX rates are kept exactly as `i64` micro-units (`rate_micros`, scaled by 10^6). A republished
 //! rate date keeps both publications in `silver.fx_rate_history`; `silver.fx_rates` holds the
-//! latest publication (by arrival, then file, then line) with how many there were.
+//! latest publication (by arrival, then file, then line; a file rewritten in place and tapped
+//! again is later than its first version) with how many there were.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
