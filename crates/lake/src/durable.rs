@@ -110,8 +110,9 @@ impl Durability {
     }
 
     /// Flush every file written since the last sync, then the folders that name them. An error
-    /// names the file or folder that could not be flushed; what it failed to flush is not tried
-    /// again (its writer's commit fails, so nothing will name it).
+    /// names the file or folder that could not be flushed, and every file of this sync goes
+    /// back on the list: they may be other writers' (one process, several commits), whose own
+    /// sync, next, must flush them before their versions name them, or fail too.
     pub(crate) async fn sync(&self) -> Result<()> {
         if self.off {
             return Ok(());
@@ -128,14 +129,21 @@ impl Durability {
         if files.is_empty() {
             return Ok(());
         }
-        self.flush_all(files).await
+        let mut files = files;
+        let flushed = self.flush_all(&mut files).await;
+        if flushed.is_err()
+            && let Ok(mut p) = self.pending.lock()
+        {
+            p.append(&mut files);
+        }
+        flushed
     }
 
-    async fn flush_all(&self, mut files: Vec<PathBuf>) -> Result<()> {
+    async fn flush_all(&self, files: &mut Vec<PathBuf>) -> Result<()> {
         files.sort();
         files.dedup();
-        flush_parallel(&files, false).await?;
-        let dirs = self.folders_of(&files)?;
+        flush_parallel(files, false).await?;
+        let dirs = self.folders_of(files)?;
         flush_parallel(&dirs, true).await?;
         #[cfg(test)]
         if let Ok(mut f) = self.flushed.lock() {
@@ -389,6 +397,36 @@ mod tests {
         (files, dirs)
     }
 
+    /// A sync that fails on one file (here a socket, which cannot be opened to flush) keeps
+    /// every file it took on the list: another writer's file flushed in the same batch is not
+    /// forgotten, and the next sync flushes it once the bad one is gone.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_failed_sync_keeps_every_file_for_the_next() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        let theirs = root.join("theirs.parquet");
+        std::fs::write(&theirs, b"data").expect("write");
+        let socket = root.join("bad.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+        let d = Durability::new(true);
+        d.record(theirs.clone());
+        d.record(socket.clone());
+        let err = d.sync().await.expect_err("a socket cannot be flushed");
+        assert!(
+            matches!(&err, LakeError::NotDurable { path, .. } if path.ends_with("bad.sock")),
+            "{err}"
+        );
+        let pending = d.pending.lock().expect("pending").clone();
+        assert!(pending.contains(&theirs), "{pending:?}");
+        std::fs::remove_file(&socket).expect("rm");
+        d.sync()
+            .await
+            .expect("the bad file is gone: the rest flushes");
+        assert!(d.flushed.lock().expect("flushed").contains(&theirs));
+        assert!(d.pending.lock().expect("pending").is_empty());
+    }
+
     #[tokio::test]
     async fn a_version_reaches_the_disk_after_everything_it_names() {
         if fsync_off() {
@@ -470,7 +508,7 @@ mod tests {
         let d = Durability::new(true);
         std::fs::create_dir_all(root.join("a/b")).expect("mkdir");
         std::fs::write(root.join("a/b/x"), b"x").expect("write");
-        d.flush_all(vec![root.join("a/b/x"), root.join("a/b/gone")])
+        d.flush_all(&mut vec![root.join("a/b/x"), root.join("a/b/gone")])
             .await
             .expect("a missing file is not an error");
         let first = d.flushed.lock().expect("flushed").clone();
@@ -478,7 +516,9 @@ mod tests {
         assert!(first.contains(&root.join("a")), "a new folder's parent");
         // The next file in a known folder: that folder only.
         std::fs::write(root.join("a/b/y"), b"y").expect("write");
-        d.flush_all(vec![root.join("a/b/y")]).await.expect("flush");
+        d.flush_all(&mut vec![root.join("a/b/y")])
+            .await
+            .expect("flush");
         let second = d.flushed.lock().expect("flushed")[first.len()..].to_vec();
         assert_eq!(second, [root.join("a/b/y"), root.join("a/b")]);
     }
