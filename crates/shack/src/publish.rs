@@ -98,11 +98,19 @@ pub fn tag(n: u64) -> String {
     format!("publish-{n}")
 }
 
-/// An as-of as people type it: RFC 3339, `2026-08-17T12:00[:00]` or `2026-08-17 12:00[:00]`
-/// (UTC), or a day, meaning its last second (`2026-08-16` is 23:59:59 UTC). What `--through`,
-/// `--as-of` and the dashboard's `?as_of=` all accept.
+/// An as-of as people type it: RFC 3339 (seconds optional: `2026-08-17T12:00Z`,
+/// `2026-08-17T12:00-03:00`), `2026-08-17T12:00[:00]` or `2026-08-17 12:00[:00]` (UTC), or a
+/// day, meaning its last second (`2026-08-16` is 23:59:59 UTC). What `--through`, `--as-of` and
+/// the dashboard's `?as_of=` all accept.
 pub fn parse_as_of(s: &str) -> Option<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Some(t.with_timezone(&Utc));
+    }
+    // `2026-08-17T12:00Z`: RFC 3339 but for its seconds.
+    if let (Some(minutes), Some(zone)) = (s.get(..16), s.get(16..))
+        && (zone.starts_with(['Z', 'z', '+', '-']))
+        && let Ok(t) = DateTime::parse_from_rfc3339(&format!("{minutes}:00{zone}"))
+    {
         return Some(t.with_timezone(&Utc));
     }
     for f in [
@@ -933,4 +941,38 @@ pub async fn rollback(
         version: committed.version,
         abandoned,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_as_of_as_people_type_it() {
+        let noon = Utc.with_ymd_and_hms(2026, 8, 17, 12, 0, 0).single();
+        for s in [
+            "2026-08-17T12:00:00Z",
+            "2026-08-17T12:00Z",
+            "2026-08-17t12:00z",
+            "2026-08-17T09:00-03:00",
+            "2026-08-17T14:00+02:00",
+            "2026-08-17T12:00",
+            "2026-08-17 12:00:00",
+        ] {
+            assert_eq!(parse_as_of(s), noon, "{s}");
+        }
+        assert_eq!(
+            parse_as_of("2026-08-16"),
+            Utc.with_ymd_and_hms(2026, 8, 16, 23, 59, 59).single()
+        );
+        for bad in [
+            "2026-08-17T12Z",
+            "2026-08-17T12:00Q",
+            "noon",
+            "2026-13-01",
+            "",
+        ] {
+            assert_eq!(parse_as_of(bad), None, "{bad}");
+        }
+    }
 }
