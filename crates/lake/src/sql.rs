@@ -54,8 +54,31 @@ pub struct SqlContext {
 
 impl SqlContext {
     /// Run a query and collect its rows. Errors name the table or ref a query could not use.
+    /// Only queries: DDL (`DROP TABLE`, `CREATE VIEW`), DML (`INSERT`) and statements (`SET`)
+    /// are refused, since a session's tables are snapshots the lake's commits alone change
+    /// (a `DROP TABLE` here would only have unregistered one, and said "0 rows").
     pub async fn query(&self, sql: &str) -> Result<Vec<RecordBatch>> {
-        let df = self.ctx.sql(sql).await.map_err(|e| self.explain(e))?;
+        let read_only = datafusion::execution::context::SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .with_allow_statements(false);
+        let df = self
+            .ctx
+            .sql_with_options(sql, read_only)
+            .await
+            .map_err(|e| {
+                let msg = e.to_string();
+                if ["DDL not supported", "DML not supported", "Statement not supported"]
+                    .iter()
+                    .any(|m| msg.contains(m))
+                {
+                    LakeError::Other(format!(
+                        "only queries run here (SELECT, WITH, EXPLAIN): {msg}; tables change by tap, run, publish and rollback"
+                    ))
+                } else {
+                    self.explain(e)
+                }
+            })?;
         df.collect().await.map_err(|e| self.explain(e))
     }
 

@@ -535,6 +535,24 @@ async fn time_travel_by_catalog_version_and_sql() {
         .unwrap()
         .to_string();
     assert!(text.contains("| 4 "), "{text}");
+    // Only queries run: DDL, DML and statements are refused, and the table stays.
+    for statement in [
+        "drop table gold.cash",
+        "create view v as select 1",
+        "insert into gold.cash select * from gold.cash",
+        "set datafusion.execution.batch_size = 1",
+    ] {
+        let err = sql_old.query(statement).await.unwrap_err();
+        assert!(
+            err.to_string().starts_with("only queries run here"),
+            "{statement}: {err}"
+        );
+    }
+    assert_eq!(
+        sql_old.count_rows("gold.cash").await.unwrap(),
+        4,
+        "still registered"
+    );
     // A branch that a table does not have: the error names it.
     let sql_audit = c.sql(None, &At::reference("audit")).await.unwrap();
     assert_eq!(sql_audit.skipped.len(), 1);
