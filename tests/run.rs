@@ -479,6 +479,14 @@ fn time_travel_then_roll_back_then_run_forward() {
     );
     let reserved = sugarshack(dir, &["tag", "publish-9"], &[]);
     assert_eq!(reserved.status.code(), Some(1));
+    assert!(
+        stderr(&reserved).contains("is reserved"),
+        "{}",
+        stderr(&reserved)
+    );
+    let empty = sugarshack(dir, &["tag", ""], &[]);
+    assert_eq!(empty.status.code(), Some(1));
+    assert_eq!(stderr(&empty), "error: a tag needs a name: \"\" is empty\n");
 
     let o = sugarshack(
         dir,
@@ -857,6 +865,13 @@ fn the_prompt_is_quiet_and_helpful() {
             stderr(&o)
         );
     }
+    // A season through a day before its first morning has nothing to play.
+    let o = sugarshack(empty.path(), &["season", "--through", "2026-07-20"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        "error: nothing to play: --through 2026-07-20 23:59:59 UTC is before the season's first morning (2026-08-01 12:00:00 UTC); nothing was written\n"
+    );
     assert_eq!(
         std::fs::read_dir(empty.path()).expect("read").count(),
         0,

@@ -670,12 +670,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Season { through, format } => {
             let landing = landing_root(&cli)?;
-            let lake = open(&cli)?;
             let options = shack::SeasonOptions {
                 through: *through,
                 settings: settings(&cli)?,
                 orphan_grace: std::time::Duration::ZERO,
             };
+            // Before the lake is opened (and so created).
+            options.check()?;
+            let lake = open(&cli)?;
             let bar = progress::Bar::new("season");
             let table = *format != Format::Json;
             let mut each = |r: &shack::SeasonRun| {
@@ -1390,7 +1392,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 || name == shack::bronze::AUDIT_BRANCH
                 || name.starts_with("publish-")
                 || name.starts_with("rollback-");
-            if reserved || name.trim().is_empty() {
+            if name.trim().is_empty() {
+                anyhow::bail!("a tag needs a name: {name:?} is empty");
+            }
+            if name.trim() != name {
+                anyhow::bail!("{name:?} starts or ends with white space: a ref name cannot");
+            }
+            if reserved {
                 anyhow::bail!(
                     "{name:?} is reserved: main, audit, publish-<n> and rollback-<n>-… are the lake's own"
                 );

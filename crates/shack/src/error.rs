@@ -159,6 +159,15 @@ pub enum ShackError {
         "no bronze, silver or gold table has a branch or tag named {name:?} (`sugarshack branches` lists them)"
     )]
     NoSuchRef { name: String },
+
+    /// `season --through` before the season's first morning: there is nothing to play.
+    #[error(
+        "nothing to play: --through {through} is before the season's first morning ({first}); nothing was written"
+    )]
+    BeforeTheSeason {
+        through: chrono::DateTime<chrono::Utc>,
+        first: chrono::DateTime<chrono::Utc>,
+    },
 }
 
 impl ShackError {

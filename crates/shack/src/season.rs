@@ -210,6 +210,20 @@ fn instant(ms: i64) -> Result<DateTime<Utc>> {
 
 /// Play the season on the lake (see the module docs). `each` is called with every run as it
 /// ends (to print it); `progress` counts mornings.
+impl SeasonOptions {
+    /// Refuse what cannot be played before anything is generated or written: a `through`
+    /// before the season's first morning.
+    pub fn check(&self) -> Result<()> {
+        if let (Some(through), Some(first)) = (self.through, sugarbush::season_noons_ms().first()) {
+            let first = instant(*first)?;
+            if through < first {
+                return Err(ShackError::BeforeTheSeason { through, first });
+            }
+        }
+        Ok(())
+    }
+}
+
 pub async fn play_season(
     catalog: &Catalog,
     warehouse_root: &Path,
@@ -218,6 +232,7 @@ pub async fn play_season(
     each: &mut (dyn FnMut(&SeasonRun) + Send),
 ) -> Result<SeasonReport> {
     let started = Instant::now();
+    options.check()?;
     let landing = sugarbush::landing_dir(warehouse_root);
     let empty = match std::fs::read_dir(&landing) {
         Ok(mut entries) => entries.next().is_none(),
