@@ -137,7 +137,7 @@ pub struct TideArgs {
     #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..=3_650))]
     pub days: u32,
 
-    /// Extra model cadences, run besides 5m,15m,30m,60m (any durations: 7m, 45m, 2h).
+    /// Extra model cadences, run besides the story's 5m, 10m, 15m, 30m and 60m (any durations: 7m, 45m, 2h).
     #[arg(long, value_delimiter = ',', value_parser = parse_duration)]
     pub cadence: Vec<Span>,
 
