@@ -926,6 +926,26 @@ fn the_prompt_is_quiet_and_helpful() {
             assert_eq!(stderr(&o), "", "{args:?} ends quietly");
         }
     }
+    // A report has no CSV form: the parser says so (exit 2) instead of printing the table.
+    for cmd in ["status", "verify", "history"] {
+        let o = sugarshack(dir, &[cmd, "--format", "csv"], &[]);
+        if cmd == "history" {
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "history lists rows: {}",
+                stderr(&o)
+            );
+            continue;
+        }
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stdout(&o));
+        assert!(
+            stderr(&o).contains("invalid value 'csv'")
+                && stderr(&o).contains("[possible values: table, json]"),
+            "{cmd}: {}",
+            stderr(&o)
+        );
+    }
     let mut child = command(dir, &["query", "-", "--format", "json"], &[])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -43,7 +43,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use lake::{At, Catalog};
 
-use crate::output::Format;
+use crate::output::{Format, Report};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -98,8 +98,8 @@ enum Command {
         /// Replace an existing, non-empty landing zone.
         #[arg(long)]
         force: bool,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// Tap every landing file that had arrived by --through into bronze, on the audit branch.
     ///
@@ -119,8 +119,8 @@ enum Command {
         /// lake checks that a commit's data files exist just before it commits).
         #[arg(long, default_value = "0s", value_parser = parse_duration)]
         orphan_grace: std::time::Duration,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// Boil bronze into silver on the audit branch: parse payments by API version, quarantine
     /// what cannot be used (with a reason), deduplicate deliveries, fold order changes by LSN.
@@ -132,8 +132,8 @@ enum Command {
         /// Rebuild every silver table from all of bronze (new snapshots; history stays).
         #[arg(long)]
         replay: bool,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// The main job: play the Saltbox Market season on this lake, one morning at a time —
     /// generate the season if the landing zone is empty, then `run` at noon UTC of every day,
@@ -146,8 +146,8 @@ enum Command {
         /// Stop after this morning (default: the season's last, 2026-10-31 12:00).
         #[arg(long, value_parser = parse_through)]
         through: Option<chrono::DateTime<chrono::Utc>>,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// The whole pipeline as of --through: tap → boil → finish → grade → publish. Every step
     /// writes to the audit branch; the four audits (quarantine rate, conservation, fx coverage,
@@ -171,8 +171,8 @@ enum Command {
         /// As for `tap`.
         #[arg(long, default_value = "0s", value_parser = parse_duration)]
         orphan_grace: std::time::Duration,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// The watermark experiment ("The Mark the Tide Left") on the lake's own snapshots: a
     /// timestamp watermark drops rows of long transactions; a snapshot-id watermark drops none.
@@ -253,8 +253,8 @@ enum Command {
         /// The month (`2026-08`; default: the month before --through).
         #[arg(long)]
         month: Option<String>,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// Two right answers: a month's cash by processor date (what finance reconciles) and its
     /// orders by order date (what product uses), each read by time travel as of several
@@ -268,8 +268,8 @@ enum Command {
         /// and the 15th of the one after, at noon UTC).
         #[arg(long = "as-of", value_parser = parse_through)]
         as_of: Vec<chrono::DateTime<chrono::Utc>>,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// What a publish would change: `main..audit` by default (any two refs: `publish-3..main`).
     /// Per table, snapshots ahead and rows added and removed; for the gold marts, every value
@@ -283,16 +283,16 @@ enum Command {
         /// Changed values printed (all of them with --format json).
         #[arg(long, default_value_t = 20)]
         limit: usize,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// Where the lake stands: tapped through when, what is on `audit` and not yet published,
     /// the last publish and the last blocked run.
     ///
     /// Example: `sugarshack status`.
     Status {
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// Every table with its rows at `main` and at `audit`, its refs and its metadata location
     /// (what pyiceberg's `StaticTable.from_metadata` or DuckDB's `iceberg_scan` open).
@@ -309,8 +309,8 @@ enum Command {
     Describe {
         /// `namespace.table`.
         table: String,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// Publishes and blocked runs, oldest first: as-of, each audit's verdict, the catalog
     /// version, when it was recorded.
@@ -379,8 +379,8 @@ enum Command {
         /// As for `maintain`: an unreachable file goes once sweeps have seen it so for this long.
         #[arg(long, default_value_t = 60)]
         orphan_grace_minutes: u32,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// Check the whole lake, like `git fsck`: every kept catalog version parses and chains to
     /// the one before it; every file they reach exists with its recorded size. Exits non-zero
@@ -388,8 +388,8 @@ enum Command {
     ///
     /// Example: `sugarshack verify`.
     Verify {
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = Report::Table)]
+        format: Report,
     },
     /// The catalog's log of versions, newest last.
     ///
@@ -662,7 +662,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let report = shack::tap_alone(&lake, &landing, *through, &options, &bar).await;
             bar.finish();
             let report = report?;
-            if *format == Format::Json {
+            if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 say_raw!("{}", report.render());
@@ -679,7 +679,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             options.check()?;
             let lake = open(&cli)?;
             let bar = progress::Bar::new("season");
-            let table = *format != Format::Json;
+            let table = *format != Report::Json;
             let mut each = |r: &shack::SeasonRun| {
                 if table {
                     bar.println(&r.render());
@@ -728,7 +728,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             // Wall clock goes to stderr: stdout is the same on every run.
             eprintln!("run: {}", report.render_timings());
-            if *format == Format::Json {
+            if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&report.to_json())?);
             } else {
                 say_raw!("{}", report.render());
@@ -750,7 +750,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let report = shack::boil(&lake, &options, &bar).await;
             bar.finish();
             let report = report?;
-            if *format == Format::Json {
+            if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 say_raw!("{}", report.render());
@@ -777,7 +777,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             )?;
             bar.finish();
             let secs = started.elapsed().as_secs_f64();
-            if *format == Format::Json {
+            if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&report)?);
                 return Ok(());
             }
@@ -991,7 +991,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let lake = open(&cli)?;
             let rows = shack::compare::two_answers(&lake, (y, mo), &as_ofs).await?;
-            if *format == Format::Json {
+            if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
                 say_raw!("{}", shack::compare::render_answers(month, &rows));
@@ -1017,7 +1017,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let lake = open(&cli)?;
             let landing = landing_root(&cli)?;
             let c = shack::compare::compare(&lake, &landing, *through, month).await?;
-            if *format == Format::Json {
+            if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&c)?);
             } else {
                 say_raw!("{}", c.render());
@@ -1036,7 +1036,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let lake = open(&cli)?;
             let d = shack::diff::diff(&lake, from, to).await?;
-            if *format == Format::Json {
+            if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&d)?);
             } else {
                 say_raw!("{}", d.render(*limit));
@@ -1090,7 +1090,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "last_publish": last_publish.map(describe),
                 "last_blocked": last_block.map(describe),
             });
-            if *format == Format::Json {
+            if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&status)?);
                 return Ok(());
             }
@@ -1219,7 +1219,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "partitioning": partitioning,
                 "refs": refs,
             });
-            if *format == Format::Json {
+            if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&about)?);
                 return Ok(());
             }
@@ -1555,7 +1555,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "warehouse_bytes_before": local.then_some(before),
                 "warehouse_bytes_after": local.then_some(after),
             });
-            if *format == Format::Json {
+            if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&freed)?);
             } else {
                 say!(
@@ -1576,7 +1576,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Verify { format } => {
             let lake = open(&cli)?;
             let report = lake.verify().await?;
-            if *format == Format::Json {
+            if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 let versions = match (report.versions.first(), report.versions.last()) {

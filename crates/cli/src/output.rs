@@ -4,6 +4,14 @@ use std::io::Write;
 
 use lake::arrow::array::RecordBatch;
 
+/// How a command that prints a report (not rows) prints it: for people, or JSON. Such a
+/// command has no CSV form, so `--format csv` is refused by the parser rather than ignored.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Report {
+    Table,
+    Json,
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Table,
