@@ -248,6 +248,9 @@ pub async fn compare_publish(
     let mut refunds = 0i64;
     let mut usd = 0i64;
     let mut missing_in_gold = 0i64;
+    // Lines of the month either reading found, and gold's days of the month with cash.
+    let mut month_lines = 0usize;
+    let mut gold_days = 0usize;
     let mut seen_files: HashSet<[u8; 32]> = HashSet::new();
     let mut seen_events: HashSet<String> = HashSet::new();
     let files = sugarbush::landed(warehouse_root, Source::Payments, as_of)
@@ -267,6 +270,7 @@ pub async fn compare_publish(
             });
             let naive_wide = i128::from(naive_amount.unwrap_or(0));
             naive += naive_wide;
+            month_lines += usize::from(naive_amount.is_some());
             if copy {
                 resent += naive_wide;
                 continue;
@@ -285,6 +289,7 @@ pub async fn compare_publish(
             if !in_month(e.created_at_us) {
                 continue;
             }
+            month_lines += 1;
             let signed = if e.event_type == "refund" {
                 refunds += e.amount_minor;
                 -e.amount_minor
@@ -326,8 +331,19 @@ pub async fn compare_publish(
             let d = day.value(i) as i32;
             if (first_day..end_day).contains(&d) && !net.is_null(i) {
                 gold_minor += net.value(i);
+                gold_days += 1;
             }
         }
+    }
+
+    if month_lines == 0 && gold_days == 0 {
+        return Err(ShackError::NothingToCompare {
+            detail: format!(
+                "no payment of {year}-{mon:02} had landed by publish {}'s as-of ({}), and its gold holds no cash that month",
+                record.publish_number.unwrap_or_default(),
+                as_of.format("%Y-%m-%d %H:%M UTC")
+            ),
+        });
     }
 
     // 3. The bridge, line by line.

@@ -491,6 +491,15 @@ async fn compare_refuses_a_brigade_sum_past_64_bits() {
         .await
         .expect("compare");
     assert_eq!(fine.naive_minor, 10000);
+    // A month with no payment and no gold cash has nothing to weigh: it says so, rather than
+    // a bridge of zeros that "matches".
+    let empty = shack::compare::compare(&lake.catalog, landing.root(), through, Some((2026, 5)))
+        .await
+        .expect_err("nothing in May");
+    assert_eq!(
+        empty.to_string(),
+        "nothing to compare: no payment of 2026-05 had landed by publish 1's as-of (2026-08-11 12:00 UTC), and its gold holds no cash that month (`sugarshack history` lists the publishes)"
+    );
     // A file the lake never tapped (stamped before the publish, written after it), whose two
     // amounts sum past i64::MAX.
     let huge = format!(
