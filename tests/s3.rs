@@ -205,4 +205,24 @@ fn the_pipeline_on_s3_gives_the_tables_it_gives_on_local_disk() {
     let mut args = s3.to_vec();
     args.push("verify");
     ok(dir, &args, &env);
+    // A mistyped prefix is no lake, not an empty one.
+    for cmd in ["status", "verify", "tables"] {
+        let o = sugarshack(
+            dir,
+            &[
+                "--catalog",
+                "s3://lake/catalgo",
+                "--warehouse",
+                "s3://lake/warehouse",
+                cmd,
+            ],
+            &env,
+        );
+        assert_eq!(o.status.code(), Some(1), "{cmd}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            e.starts_with("error: no lake here: s3://lake/catalgo holds no catalog version"),
+            "{cmd}: {e}"
+        );
+    }
 }

@@ -613,6 +613,24 @@ fn settings(cli: &Cli) -> anyhow::Result<shack::Settings> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    // A catalog URL that holds no version is most likely a mistyped prefix: a command that
+    // reads a lake says so, as it does for a local folder that does not exist, instead of
+    // reading an empty lake.
+    let reads_a_lake = !matches!(
+        cli.command,
+        Command::Tide(_)
+            | Command::Sugarbush { .. }
+            | Command::Tap { .. }
+            | Command::Run { .. }
+            | Command::Season { .. }
+            | Command::Serve { .. }
+    );
+    if reads_a_lake && url_of(&cli.catalog)?.is_some() && open(&cli)?.head().await?.version == 0 {
+        anyhow::bail!(
+            "no lake here: {} holds no catalog version (is the bucket and prefix right? `sugarshack season` or `run` builds one there)",
+            cli.catalog.display()
+        );
+    }
     // Commands with a bar of their own (or a server's first line) show no spinner.
     if !matches!(
         cli.command,
