@@ -874,6 +874,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ));
             }
             let ctx = lake.sql(*version, &at).await?;
+            for (name, why) in &ctx.unreadable {
+                progress::note(&format!("{name} is left out: {why}"));
+            }
             if let (At::Snapshot(s), true) = (&at, ctx.registered.is_empty()) {
                 anyhow::bail!("no table has snapshot {s}");
             }

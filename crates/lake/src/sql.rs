@@ -50,6 +50,9 @@ pub struct SqlContext {
     pub registered: Vec<(String, Option<i64>)>,
     /// Tables left out, with why (for example: no such branch).
     pub skipped: Vec<(String, String)>,
+    /// Tables left out because their metadata could not be read (a missing or damaged file),
+    /// with the error: the other tables still answer; a query naming one of these says why.
+    pub unreadable: Vec<(String, String)>,
 }
 
 impl SqlContext {
@@ -112,7 +115,7 @@ impl SqlContext {
 
     fn explain(&self, e: datafusion::error::DataFusionError) -> LakeError {
         let msg = e.to_string();
-        for (name, why) in &self.skipped {
+        for (name, why) in self.skipped.iter().chain(&self.unreadable) {
             let short = name.split('.').nth(1).unwrap_or(name);
             if msg.contains(name.as_str()) || msg.contains(&format!("'{short}'")) {
                 return LakeError::Other(format!("{msg} ({name} is not readable here: {why})"));
@@ -191,8 +194,15 @@ impl Catalog {
         let ctx = SessionContext::new_with_config(session_config().with_information_schema(true));
         let mut registered = Vec::new();
         let mut skipped = Vec::new();
+        let mut unreadable = Vec::new();
         for name in v.tables.keys() {
-            let table = self.table_in(&v, name).await?;
+            let table = match self.table_in(&v, name).await {
+                Ok(t) => t,
+                Err(e) => {
+                    unreadable.push((name.clone(), format!("its metadata cannot be read: {e}")));
+                    continue;
+                }
+            };
             match register_table(&ctx, &table, at).await {
                 Ok(s) => registered.push((name.clone(), s)),
                 Err(e @ (LakeError::NoSuchRef { .. } | LakeError::NoSuchSnapshot { .. })) => {
@@ -206,6 +216,7 @@ impl Catalog {
             version: v.version,
             registered,
             skipped,
+            unreadable,
         })
     }
 }
@@ -241,6 +252,7 @@ impl Catalog {
             version: v.version,
             registered,
             skipped: Vec::new(),
+            unreadable: Vec::new(),
         })
     }
 }

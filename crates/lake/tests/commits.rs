@@ -280,6 +280,15 @@ async fn bad_input_is_a_typed_error_that_names_the_thing() {
         "{err}"
     );
 
+    c.create_table("bronze.fine", &schema(), &[]).await.unwrap();
+    c.append(
+        "bronze.fine",
+        "main",
+        &[batch(0..3, "2026-08-01")],
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
     // A truncated metadata file: a typed error naming the file and the table, for a handle
     // that opens it (a handle that parsed it before keeps what it parsed: metadata files are
     // never rewritten, and `verify` is what checks the files themselves).
@@ -298,14 +307,25 @@ async fn bad_input_is_a_typed_error_that_names_the_thing() {
         err.to_string().contains("bronze.ok") && err.to_string().contains(".metadata.json"),
         "{err}"
     );
+    // SQL over the lake still reads every other table; a query naming the damaged one says why.
+    let sql = fresh.sql(None, &At::Main).await.unwrap();
+    assert_eq!(sql.unreadable.len(), 1, "{:?}", sql.unreadable);
+    assert_eq!(sql.count_rows("bronze.fine").await.unwrap(), 3);
+    let err = sql.query("select * from bronze.ok").await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("(bronze.ok is not readable here: its metadata cannot be read: "),
+        "{err}"
+    );
     std::fs::write(&md_path, &text).unwrap();
 
     // A catalog version from a newer format, and a malformed one.
+    let next = c.head().await.unwrap().version + 1;
     let v2 = dir
         .path()
         .join("catalog/versions")
-        .join(format!("v{:020}.json", 2));
-    std::fs::write(&v2, br#"{"format": 99, "version": 2}"#).unwrap();
+        .join(format!("v{next:020}.json"));
+    std::fs::write(&v2, format!(r#"{{"format": 99, "version": {next}}}"#)).unwrap();
     let err = c.head().await.unwrap_err();
     assert!(
         matches!(err, LakeError::UnsupportedFormat { found: 99, .. }),
@@ -315,7 +335,7 @@ async fn bad_input_is_a_typed_error_that_names_the_thing() {
     let err = c.head().await.unwrap_err();
     assert!(
         matches!(err, LakeError::BadCatalogVersion { .. })
-            && err.to_string().contains("v00000000000000000002.json"),
+            && err.to_string().contains(&format!("v{next:020}.json")),
         "{err}"
     );
 }
