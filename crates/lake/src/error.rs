@@ -209,6 +209,14 @@ pub enum LakeError {
     #[error("the outcome of the commit of catalog version {version} is unknown: {detail}")]
     CommitOutcomeUnknown { version: u64, detail: String },
 
+    /// The catalog log is missing a version below its head (a file deleted by hand, a damaged
+    /// store): a writer that took the version before the hole for the head wrote into it. Its
+    /// version was taken back; nothing was committed.
+    #[error(
+        "commit refused, nothing was committed: catalog version {version} was missing below version {next}, which does not follow from what was written there (`sugarshack verify` names the gap)"
+    )]
+    LogGap { version: u64, next: u64 },
+
     /// A merge's incoming rows hold one key more than once: which of them wins is not defined.
     #[error("merge into {table} refused: the incoming rows hold key {key} more than once")]
     DuplicateMergeKey { table: String, key: String },

@@ -403,6 +403,30 @@ impl Catalog {
             let _ = storage::delete(self.stores(), &self.version_location(n)).await;
             return Ok(Written::Lost { landed: true });
         }
+        // A version after ours that does not follow from it: ours filled a hole in the log
+        // below the real head (a version deleted outside lake), from a head found short of it
+        // (a stale hint stops at the hole). Reported as a success, the commit would be lost
+        // behind the head: take it back and refuse. One HEAD probe; a version built on ours
+        // meanwhile names our sha as its previous.
+        let after = match self.version_present(n + 1).await {
+            Ok(false) => Ok(None),
+            Ok(true) => self.version_bytes(n + 1).await,
+            Err(e) => Err(e),
+        }
+        .map_err(|e| unknown(n, "reading the version after it", e))?;
+        if let Some(b) = after {
+            let follows = parse_version(&self.version_location(n + 1), &b, n + 1)
+                .ok()
+                .and_then(|v| v.previous_sha256)
+                .is_some_and(|p| p == sha256);
+            if !follows {
+                let _ = storage::delete(self.stores(), &self.version_location(n)).await;
+                return Err(LakeError::LogGap {
+                    version: n,
+                    next: n + 1,
+                });
+            }
+        }
         // Best effort: the hint only speeds up finding the head.
         let _ = storage::put(
             self.stores(),
