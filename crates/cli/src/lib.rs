@@ -218,7 +218,7 @@ enum Command {
         #[arg(long)]
         to: String,
         /// Why (recorded in the publish log).
-        #[arg(long)]
+        #[arg(long, value_parser = parse_reason)]
         reason: String,
     },
     /// Serve the lake over the Iceberg REST catalog protocol (v1), so pyiceberg, DuckDB, Spark
@@ -251,8 +251,8 @@ enum Command {
         #[arg(long, value_parser = parse_through)]
         through: chrono::DateTime<chrono::Utc>,
         /// The month (`2026-08`; default: the month before --through).
-        #[arg(long)]
-        month: Option<String>,
+        #[arg(long, value_parser = parse_month)]
+        month: Option<(i32, u32)>,
         #[arg(long, value_enum, default_value_t = Report::Table)]
         format: Report,
     },
@@ -262,8 +262,8 @@ enum Command {
     /// Example: `sugarshack two-answers --month 2026-08`.
     TwoAnswers {
         /// The month (default 2026-08).
-        #[arg(long, default_value = "2026-08")]
-        month: String,
+        #[arg(long, default_value = "2026-08", value_parser = parse_month)]
+        month: (i32, u32),
         /// As-ofs to read (repeatable; default: the 8th, 15th, 22nd and 30th of the next month
         /// and the 15th of the one after, at noon UTC).
         #[arg(long = "as-of", value_parser = parse_through)]
@@ -471,6 +471,22 @@ fn parse_through(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
     shack::publish::parse_as_of(s).ok_or_else(|| {
         format!("{s:?} is not a day (2026-08-16) or an instant (2026-08-17T12:00, RFC 3339)")
     })
+}
+
+/// `2026-08`: a year (1 to 9999) and a month.
+fn parse_month(s: &str) -> Result<(i32, u32), String> {
+    s.split_once('-')
+        .and_then(|(y, mo)| Some((y.parse::<i32>().ok()?, mo.parse::<u32>().ok()?)))
+        .filter(|(y, mo)| (1..=9999).contains(y) && (1..=12).contains(mo))
+        .ok_or_else(|| format!("{s:?} is not a month like 2026-08"))
+}
+
+/// A rollback's reason: recorded in the publish log, so it must say something.
+fn parse_reason(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("it must say why (it is recorded in the publish log)".to_string());
+    }
+    Ok(s.to_string())
 }
 
 /// `0s`, `90s`, `15m`, `1h`, `7d`: a whole number and its unit. A bare number is refused
@@ -945,9 +961,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         .ok_or_else(|| nothing_published_by(t))?
                 }
             };
-            if reason.trim().is_empty() {
-                anyhow::bail!("--reason must say why (it is recorded in the publish log)");
-            }
             let now_ms = chrono::Utc::now().timestamp_millis();
             let outcome = shack::rollback(&lake, number, reason, now_ms).await?;
             say_raw!("{}", outcome.render());
@@ -999,12 +1012,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             as_of,
             format,
         } => {
-            let parsed = month
-                .split_once('-')
-                .and_then(|(y, mo)| Some((y.parse::<i32>().ok()?, mo.parse::<u32>().ok()?)));
-            let Some((y, mo)) = parsed.filter(|(_, mo)| (1..=12).contains(mo)) else {
-                anyhow::bail!("--month {month:?} is not a month like 2026-08");
-            };
+            let (y, mo) = *month;
             let as_ofs = if as_of.is_empty() {
                 shack::compare::default_as_ofs(y, mo)
             } else {
@@ -1015,7 +1023,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if *format == Report::Json {
                 say!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
-                say_raw!("{}", shack::compare::render_answers(month, &rows));
+                say_raw!(
+                    "{}",
+                    shack::compare::render_answers(&format!("{y}-{mo:02}"), &rows)
+                );
             }
         }
         Command::Compare {
@@ -1023,18 +1034,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             month,
             format,
         } => {
-            let month = match month {
-                None => None,
-                Some(m) => {
-                    let parsed = m.split_once('-').and_then(|(y, mo)| {
-                        Some((y.parse::<i32>().ok()?, mo.parse::<u32>().ok()?))
-                    });
-                    match parsed {
-                        Some((y, mo)) if (1..=12).contains(&mo) => Some((y, mo)),
-                        _ => anyhow::bail!("--month {m:?} is not a month like 2026-08"),
-                    }
-                }
-            };
+            let month = *month;
             let lake = open(&cli)?;
             let landing = landing_root(&cli)?;
             let c = shack::compare::compare(&lake, &landing, *through, month).await?;
@@ -1776,6 +1776,16 @@ mod tests {
                 "9223372036854775807",
             ],
             &["sugarshack", "expire", "--older-than", "7"],
+            &[
+                "sugarshack",
+                "compare",
+                "--through",
+                "2026-09-01",
+                "--month",
+                "2026-13",
+            ],
+            &["sugarshack", "two-answers", "--month", "Aug"],
+            &["sugarshack", "rollback", "--to", "1", "--reason", "  "],
         ] {
             let e = Cli::try_parse_from(args).expect_err("refused");
             assert_eq!(e.exit_code(), 2, "{args:?}: {e}");
