@@ -1007,9 +1007,77 @@ fn fx_coverage_audit<'a>(
         } else {
             Vec::new()
         };
-        Ok(f.finish(fx_judged(&f.figures, &examples)))
+        let mut judged = f.finish(fx_judged(&f.figures, &examples));
+        // Revenue converts a USD event at its ORDER date's rate (mart_order_revenue): an order
+        // dated before the first rate has none, and the mart leaves the event out. Counted
+        // here so that never passes silently.
+        if let Some((first, n)) = usd_ordered_before_first_rate(catalog, ctx).await?
+            && n > 0
+        {
+            judged.evidence["ordered_before_first_rate"] = json!(n);
+            if judged.verdict != Verdict::Block {
+                judged.verdict = Verdict::Block;
+                judged.reason = format!(
+                    "{} USD events are on orders dated before the first rate ({first}): mart_order_revenue cannot convert them",
+                    thousands(n.max(0) as u64)
+                );
+            }
+        }
+        Ok(judged)
     }
     .boxed()
+}
+
+/// The first USD→CAD rate date, and how many USD events of `gold.fct_payments` have an order
+/// date before it (`None` when no rate is graded: every USD event then lacks one, which the
+/// processor-date figures already block on). The date is a literal, so the files'
+/// `order_date` bounds leave out nearly every file before one is opened.
+async fn usd_ordered_before_first_rate(
+    catalog: &Catalog,
+    ctx: &GradeContext,
+) -> Result<Option<(NaiveDate, i64)>> {
+    if !graded(ctx, silver::FX_RATES) || !graded(ctx, gold::FCT_PAYMENTS) {
+        return Ok(None);
+    }
+    let sql = ctx.sql(catalog).await?;
+    let what = "the first FX rate";
+    let first = ints(
+        &query(
+            &sql,
+            what,
+            &format!(
+                "SELECT min(rate_date) FROM {} WHERE base = 'USD' AND quote = 'CAD'",
+                silver::FX_RATES
+            ),
+        )
+        .await?,
+        0,
+        what,
+    )?;
+    let Some(first) = first
+        .into_iter()
+        .flatten()
+        .next()
+        .and_then(|d| i32::try_from(d).ok())
+        .map(date_of)
+    else {
+        return Ok(None);
+    };
+    let what = "USD events ordered before the first FX rate";
+    let n = scalar(
+        &query(
+            &sql,
+            what,
+            &format!(
+                "SELECT count(*) FROM {} WHERE order_date < DATE '{first}' AND lower(currency) = 'usd'",
+                gold::FCT_PAYMENTS
+            ),
+        )
+        .await?,
+        0,
+        what,
+    )?;
+    Ok(Some((first, n)))
 }
 
 // ---- 4. reconciliation ---------------------------------------------------------------------------

@@ -517,3 +517,39 @@ async fn compare_refuses_a_brigade_sum_past_64_bits() {
         .expect_err("past 64 bits");
     assert!(err.to_string().contains("does not fit in 64 bits"), "{err}");
 }
+
+/// Revenue converts a USD event at its order date's rate: an order dated before the first rate
+/// cannot be converted, and the fx coverage audit blocks naming it, rather than the event
+/// silently missing from gold.mart_order_revenue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_usd_order_before_the_first_rate_blocks_fx_coverage() {
+    let landing = Landing::new();
+    landing.put(
+        Source::Orders,
+        utc(2026, 8, 10, 11, 5, 0),
+        "cdc",
+        br#"{"op":"c","lsn":7,"before":null,"after":{"order_id":"ord_1","customer_id":"cus_1","status":"created","currency":"usd","total_minor":10000,"ship_region":"US-ME","created_at":"2026-08-10T11:00:00.000Z","updated_at":"2026-08-10T11:00:00.000Z"},"ts_ms":1786359600000}
+"#,
+    );
+    landing.put(
+        Source::FxRates,
+        utc(2026, 8, 11, 21, 0, 0),
+        "2026-08-11",
+        b"rate_date,base,quote,rate\n2026-08-11,USD,CAD,1.370000\n",
+    );
+    landing.put(
+        Source::Payments,
+        utc(2026, 8, 12, 12, 5, 0),
+        "webhooks",
+        br#"{"id":"evt_1","type":"charge.succeeded","api_version":"2025-11-01","created":1786536000,"data":{"object":{"id":"ch_1","order_id":"ord_1","amount":10000,"currency":"usd"}}}
+"#,
+    );
+    let lake = Lake::new();
+    let r = run(&lake, landing.root(), utc(2026, 8, 12, 23, 0, 0), false).await;
+    assert_eq!(verdict(&r, "fx coverage"), Verdict::Block);
+    assert_eq!(
+        r.grade.results[2].reason,
+        "1 USD events are on orders dated before the first rate (2026-08-11): mart_order_revenue cannot convert them"
+    );
+    assert!(!r.published());
+}
