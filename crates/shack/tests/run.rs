@@ -58,6 +58,25 @@ async fn heads(lake: &Lake, branch: &str) -> BTreeMap<String, Option<i64>> {
     out
 }
 
+/// One CAD order created 2026-08-10 11:00 UTC (landed five minutes later) and its capture of
+/// 100.00 CAD (created at noon), landed at `paid_landed`: the payment's landing file.
+fn one_paid_order(landing: &Landing, paid_landed: DateTime<Utc>) -> String {
+    landing.put(
+        Source::Orders,
+        utc(2026, 8, 10, 11, 5, 0),
+        "cdc",
+        br#"{"op":"c","lsn":7,"before":null,"after":{"order_id":"ord_1","customer_id":"cus_1","status":"created","currency":"cad","total_minor":10000,"ship_region":"CA-NS","created_at":"2026-08-10T11:00:00.000Z","updated_at":"2026-08-10T11:00:00.000Z"},"ts_ms":1786359600000}
+"#,
+    );
+    landing.put(
+        Source::Payments,
+        paid_landed,
+        "webhooks",
+        br#"{"id":"evt_1","type":"charge.succeeded","api_version":"2025-11-01","created":1786363200,"data":{"object":{"id":"ch_1","order_id":"ord_1","amount":10000,"currency":"cad"}}}
+"#,
+    )
+}
+
 /// Every row of a table at `at` as a line of text, sorted.
 async fn table_rows(lake: &Lake, table: &str, at: &At) -> Vec<String> {
     let t = lake.catalog.table(table).await.expect("table");
@@ -325,20 +344,7 @@ async fn a_reconciliation_gap_warns_while_settling_then_blocks() {
         b"settlement_date,currency,gross_minor,refunds_minor,net_minor\n2026-08-10,cad,22345,0,22345\n",
     );
     // One order and its capture of 100.00 CAD; the processor settles 223.45 for the day.
-    landing.put(
-        Source::Orders,
-        utc(2026, 8, 10, 11, 5, 0),
-        "cdc",
-        br#"{"op":"c","lsn":7,"before":null,"after":{"order_id":"ord_1","customer_id":"cus_1","status":"created","currency":"cad","total_minor":10000,"ship_region":"CA-NS","created_at":"2026-08-10T11:00:00.000Z","updated_at":"2026-08-10T11:00:00.000Z"},"ts_ms":1786359600000}
-"#,
-    );
-    landing.put(
-        Source::Payments,
-        utc(2026, 8, 10, 12, 5, 0),
-        "webhooks",
-        br#"{"id":"evt_1","type":"charge.succeeded","api_version":"2025-11-01","created":1786363200,"data":{"object":{"id":"ch_1","order_id":"ord_1","amount":10000,"currency":"cad"}}}
-"#,
-    );
+    one_paid_order(&landing, utc(2026, 8, 10, 12, 5, 0));
     landing.put(
         Source::FxRates,
         utc(2026, 8, 10, 21, 0, 0),
@@ -373,20 +379,7 @@ async fn a_reconciliation_gap_warns_while_settling_then_blocks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settlement_that_never_arrives_blocks_after_the_window() {
     let landing = Landing::new();
-    landing.put(
-        Source::Orders,
-        utc(2026, 8, 10, 11, 5, 0),
-        "cdc",
-        br#"{"op":"c","lsn":7,"before":null,"after":{"order_id":"ord_1","customer_id":"cus_1","status":"created","currency":"cad","total_minor":10000,"ship_region":"CA-NS","created_at":"2026-08-10T11:00:00.000Z","updated_at":"2026-08-10T11:00:00.000Z"},"ts_ms":1786359600000}
-"#,
-    );
-    landing.put(
-        Source::Payments,
-        utc(2026, 8, 10, 12, 5, 0),
-        "webhooks",
-        br#"{"id":"evt_1","type":"charge.succeeded","api_version":"2025-11-01","created":1786363200,"data":{"object":{"id":"ch_1","order_id":"ord_1","amount":10000,"currency":"cad"}}}
-"#,
-    );
+    one_paid_order(&landing, utc(2026, 8, 10, 12, 5, 0));
     let lake = Lake::new();
     let awaited = run(&lake, landing.root(), utc(2026, 8, 11, 12, 0, 0), false).await;
     assert_eq!(verdict(&awaited, "reconciliation"), Verdict::Pass);
@@ -408,20 +401,7 @@ async fn a_settlement_that_never_arrives_blocks_after_the_window() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_never_publishes_what_arrived_after_its_as_of() {
     let landing = Landing::new();
-    landing.put(
-        Source::Orders,
-        utc(2026, 8, 10, 11, 5, 0),
-        "cdc",
-        br#"{"op":"c","lsn":7,"before":null,"after":{"order_id":"ord_1","customer_id":"cus_1","status":"created","currency":"cad","total_minor":10000,"ship_region":"CA-NS","created_at":"2026-08-10T11:00:00.000Z","updated_at":"2026-08-10T11:00:00.000Z"},"ts_ms":1786359600000}
-"#,
-    );
-    let later = landing.put(
-        Source::Payments,
-        utc(2026, 8, 12, 12, 5, 0),
-        "webhooks",
-        br#"{"id":"evt_1","type":"charge.succeeded","api_version":"2025-11-01","created":1786363200,"data":{"object":{"id":"ch_1","order_id":"ord_1","amount":10000,"currency":"cad"}}}
-"#,
-    );
+    let later = one_paid_order(&landing, utc(2026, 8, 12, 12, 5, 0));
     let lake = Lake::new();
     lake.tap(landing.root(), utc(2026, 8, 12, 23, 0, 0)).await;
     let before = lake.refs().await;
@@ -470,20 +450,7 @@ async fn a_run_never_publishes_what_arrived_after_its_as_of() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compare_refuses_a_brigade_sum_past_64_bits() {
     let landing = Landing::new();
-    landing.put(
-        Source::Orders,
-        utc(2026, 8, 10, 11, 5, 0),
-        "cdc",
-        br#"{"op":"c","lsn":7,"before":null,"after":{"order_id":"ord_1","customer_id":"cus_1","status":"created","currency":"cad","total_minor":10000,"ship_region":"CA-NS","created_at":"2026-08-10T11:00:00.000Z","updated_at":"2026-08-10T11:00:00.000Z"},"ts_ms":1786359600000}
-"#,
-    );
-    landing.put(
-        Source::Payments,
-        utc(2026, 8, 10, 12, 5, 0),
-        "webhooks",
-        br#"{"id":"evt_1","type":"charge.succeeded","api_version":"2025-11-01","created":1786363200,"data":{"object":{"id":"ch_1","order_id":"ord_1","amount":10000,"currency":"cad"}}}
-"#,
-    );
+    one_paid_order(&landing, utc(2026, 8, 10, 12, 5, 0));
     let lake = Lake::new();
     let through = utc(2026, 8, 11, 12, 0, 0);
     assert!(run(&lake, landing.root(), through, false).await.published());
