@@ -384,8 +384,19 @@ async fn a_settlement_that_never_arrives_blocks_after_the_window() {
     let awaited = run(&lake, landing.root(), utc(2026, 8, 11, 12, 0, 0), false).await;
     assert_eq!(verdict(&awaited, "reconciliation"), Verdict::Pass);
     assert!(awaited.published());
+    // The processor settles the next day (nothing to settle, and it says so), not August 10.
+    landing.put(
+        Source::Settlements,
+        utc(2026, 8, 12, 6, 30, 0),
+        "2026-08-11",
+        b"settlement_date,currency,gross_minor,refunds_minor,net_minor\n2026-08-11,cad,0,0,0\n",
+    );
     let still = run(&lake, landing.root(), utc(2026, 8, 12, 23, 59, 0), false).await;
     assert_eq!(verdict(&still, "reconciliation"), Verdict::Pass);
+    assert_eq!(
+        still.grade.results[3].reason,
+        "1 settlement lines match to the cent"
+    );
     let late = run(&lake, landing.root(), utc(2026, 8, 13, 0, 0, 0), false).await;
     assert_eq!(verdict(&late, "reconciliation"), Verdict::Block);
     assert_eq!(
