@@ -399,33 +399,22 @@ impl Catalog {
             .floor()
             .await
             .map_err(|e| unknown(n, "reading the floor", e))?;
-        if n < floor_after && !self.was_built_on(n, &sha256, floor_before).await? {
+        // Whether a version after ours was written on ours (`None`: there is none yet).
+        let next_follows = self.next_follows(n, &sha256).await?;
+        if n < floor_after && (n <= floor_before || next_follows != Some(true)) {
             let _ = storage::delete(self.stores(), &self.version_location(n)).await;
             return Ok(Written::Lost { landed: true });
         }
-        // A version after ours that does not follow from it: ours filled a hole in the log
-        // below the real head (a version deleted outside lake), from a head found short of it
-        // (a stale hint stops at the hole). Reported as a success, the commit would be lost
-        // behind the head: take it back and refuse. One HEAD probe; a version built on ours
-        // meanwhile names our sha as its previous.
-        let after = match self.version_present(n + 1).await {
-            Ok(false) => Ok(None),
-            Ok(true) => self.version_bytes(n + 1).await,
-            Err(e) => Err(e),
-        }
-        .map_err(|e| unknown(n, "reading the version after it", e))?;
-        if let Some(b) = after {
-            let follows = parse_version(&self.version_location(n + 1), &b, n + 1)
-                .ok()
-                .and_then(|v| v.previous_sha256)
-                .is_some_and(|p| p == sha256);
-            if !follows {
-                let _ = storage::delete(self.stores(), &self.version_location(n)).await;
-                return Err(LakeError::LogGap {
-                    version: n,
-                    next: n + 1,
-                });
-            }
+        // Above the floor, a version after ours that does not follow from it: ours filled a
+        // hole in the log below the real head (a version deleted outside lake), from a head
+        // found short of it (a stale hint stops at the hole). Reported as a success, the
+        // commit would be lost behind the head: take it back and refuse.
+        if next_follows == Some(false) {
+            let _ = storage::delete(self.stores(), &self.version_location(n)).await;
+            return Err(LakeError::LogGap {
+                version: n,
+                next: n + 1,
+            });
         }
         // Best effort: the hint only speeds up finding the head.
         let _ = storage::put(
@@ -442,27 +431,29 @@ impl Catalog {
         Ok(Written::Won(stored))
     }
 
-    /// Our version `n` is below the floor read after it landed. Was it in the log (it was the
-    /// head and got expired later) rather than landed in the expired range?
+    /// Whether version `n + 1` was written on our version `n` (its `previous_sha256` is ours),
+    /// or `None` when there is no version `n + 1`: one HEAD probe, and a read only when it is
+    /// there.
     ///
-    /// The floor before our put was at most `n - 1` when ours was the head's successor, and at
-    /// least `n + 1` when `n` was already expired, so `n <= floor_before` settles it. Otherwise
-    /// the floor rose while we wrote: version `n + 1`, if there, says by its `previous_sha256`
-    /// whether it was written after ours. When it is gone too, ours is taken to have landed in
-    /// the expired range (the retry then meets a conflict if it had not).
-    async fn was_built_on(&self, n: u64, sha256: &str, floor_before: u64) -> Result<bool> {
-        if n <= floor_before {
-            return Ok(false);
+    /// It settles two doubts after ours landed. Below the floor read after it: ours was in the
+    /// log (the head, expired later) rather than landed in the expired range only if the floor
+    /// before our put was below `n` (at least `n + 1` when `n` was already expired) and `n + 1`
+    /// follows from ours; when `n + 1` is gone too, ours is taken to have landed in the expired
+    /// range (the retry then meets a conflict if it had not). Above it, an `n + 1` that does not
+    /// follow means ours filled a hole.
+    async fn next_follows(&self, n: u64, sha256: &str) -> Result<Option<bool>> {
+        let after = match self.version_present(n + 1).await {
+            Ok(false) => Ok(None),
+            Ok(true) => self.version_bytes(n + 1).await,
+            Err(e) => Err(e),
         }
-        let loc = self.version_location(n + 1);
-        match self.version_bytes(n + 1).await {
-            Ok(Some(b)) => Ok(parse_version(&loc, &b, n + 1)
+        .map_err(|e| unknown(n, "reading the version after it", e))?;
+        Ok(after.map(|b| {
+            parse_version(&self.version_location(n + 1), &b, n + 1)
                 .ok()
                 .and_then(|v| v.previous_sha256)
-                .is_some_and(|p| p == sha256)),
-            Ok(None) => Ok(false),
-            Err(e) => Err(unknown(n, "reading the version after it", e)),
-        }
+                .is_some_and(|p| p == sha256)
+        }))
     }
 
     /// Put version `n` create-if-absent and settle every doubt by reading it back.
