@@ -61,27 +61,27 @@ impl SqlContext {
     /// are refused, since a session's tables are snapshots the lake's commits alone change
     /// (a `DROP TABLE` here would only have unregistered one, and said "0 rows").
     pub async fn query(&self, sql: &str) -> Result<Vec<RecordBatch>> {
-        let read_only = datafusion::execution::context::SQLOptions::new()
+        let plan = self
+            .ctx
+            .state()
+            .create_logical_plan(sql)
+            .await
+            .map_err(|e| self.explain(e))?;
+        datafusion::execution::context::SQLOptions::new()
             .with_allow_ddl(false)
             .with_allow_dml(false)
-            .with_allow_statements(false);
+            .with_allow_statements(false)
+            .verify_plan(&plan)
+            .map_err(|e| {
+                LakeError::Other(format!(
+                    "only queries run here (SELECT, WITH, EXPLAIN): {e}; tables change by tap, run, publish and rollback"
+                ))
+            })?;
         let df = self
             .ctx
-            .sql_with_options(sql, read_only)
+            .execute_logical_plan(plan)
             .await
-            .map_err(|e| {
-                let msg = e.to_string();
-                if ["DDL not supported", "DML not supported", "Statement not supported"]
-                    .iter()
-                    .any(|m| msg.contains(m))
-                {
-                    LakeError::Other(format!(
-                        "only queries run here (SELECT, WITH, EXPLAIN): {msg}; tables change by tap, run, publish and rollback"
-                    ))
-                } else {
-                    self.explain(e)
-                }
-            })?;
+            .map_err(|e| self.explain(e))?;
         df.collect().await.map_err(|e| self.explain(e))
     }
 
