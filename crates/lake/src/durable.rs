@@ -110,15 +110,15 @@ impl Durability {
     }
 
     /// Flush every file written since the last sync, then the folders that name them. An error
-    /// names the file or folder that could not be flushed, and every file of this sync goes
-    /// back on the list: they may be other writers' (one process, several commits), whose own
-    /// sync, next, must flush them before their versions name them, or fail too.
+    /// names the file or folder that could not be flushed, and every other file of this sync
+    /// goes back on the list: they may be other writers' (one process, several commits), whose
+    /// own sync, next, must flush them before their versions name them.
     pub(crate) async fn sync(&self) -> Result<()> {
         if self.off {
             return Ok(());
         }
         let _turn = self.turn.lock().await;
-        let files = match self.pending.lock() {
+        let mut files = match self.pending.lock() {
             Ok(mut p) => std::mem::take(&mut *p),
             Err(_) => {
                 return Err(LakeError::Other(
@@ -129,11 +129,15 @@ impl Durability {
         if files.is_empty() {
             return Ok(());
         }
-        let mut files = files;
         let flushed = self.flush_all(&mut files).await;
-        if flushed.is_err()
+        if let Err(e) = &flushed
             && let Ok(mut p) = self.pending.lock()
         {
+            // All but the file that failed: its writer's commit fails, so nothing will name it,
+            // and trying it again would fail every later commit of this process with it.
+            if let LakeError::NotDurable { path, .. } = e {
+                files.retain(|f| f.display().to_string() != *path);
+            }
             p.append(&mut files);
         }
         flushed
