@@ -531,22 +531,23 @@ fn url_of(root: &std::path::Path) -> anyhow::Result<Option<String>> {
 }
 
 /// Open the lake: local folders as before, or `s3://` URLs (either root, or both). A root that
-/// looks like any other `scheme://…` is refused rather than taken as a local folder. The handle
-/// lives until the process exits ([`for_the_process`]).
+/// looks like any other `scheme://…` is refused rather than taken as a local folder.
+///
+/// One handle a process: a second call (the check that an `s3://` catalog holds a lake, then
+/// the command) gets the first handle, which already found the head, rather than a new one
+/// that looks it up again. The handle lives until the process exits: a handle that read a
+/// season holds many thousands of small parsed manifest entries, and freeing them one by one
+/// took about 0.17 s at the end of a `season` through September on this machine; the
+/// operating system takes the memory back at once.
 fn open(cli: &Cli) -> anyhow::Result<Catalog> {
-    open_handle(cli).map(for_the_process)
-}
-
-/// Keep a clone of `catalog` until the process exits, so its last drop never runs: a handle
-/// that read a season holds many thousands of small parsed manifest entries, and freeing them
-/// one by one took about 0.17 s at the end of a `season` through September on this machine;
-/// the operating system takes the memory back at once.
-fn for_the_process(catalog: Catalog) -> Catalog {
-    static KEPT: std::sync::Mutex<Vec<Catalog>> = std::sync::Mutex::new(Vec::new());
-    KEPT.lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(catalog.clone());
-    catalog
+    static OPENED: std::sync::Mutex<Option<Catalog>> = std::sync::Mutex::new(None);
+    let mut opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = opened.as_ref() {
+        return Ok(c.clone());
+    }
+    let c = open_handle(cli)?;
+    *opened = Some(c.clone());
+    Ok(c)
 }
 
 fn open_handle(cli: &Cli) -> anyhow::Result<Catalog> {
