@@ -1348,33 +1348,22 @@ async fn raw_lines(
         filter,
     )
     .await?;
-    let name = table.name();
-    let bad = |detail: String| ShackError::BadTable {
-        table: name.to_string(),
-        detail,
-    };
+    let name = &table.name().to_string();
     let mut out = HashMap::new();
     for b in &read.batches {
-        let col = |c: &str| {
-            b.column_by_name(c)
-                .ok_or_else(|| bad(format!("no column {c:?}")))
+        let at = RawColumns {
+            raw: tables::strs(name, b, "_raw")?.clone(),
+            bytes: raw_bytes_column(name, b)?.clone(),
         };
-        let raw = col("_raw")?.as_any().downcast_ref::<StringArray>();
-        let bytes = col("_raw_bytes")?
-            .as_any()
-            .downcast_ref::<LargeBinaryArray>();
-        let file = col("_landing_file")?.as_any().downcast_ref::<StringArray>();
-        let line = col("_line")?
-            .as_any()
-            .downcast_ref::<arrow_array::Int64Array>();
-        let (Some(raw), Some(bytes), Some(file), Some(line)) = (raw, bytes, file, line) else {
-            return Err(bad("a lineage column of an unexpected type".to_string()));
-        };
+        let file = tables::strs(name, b, "_landing_file")?;
+        let line = tables::longs(name, b, "_line")?;
         for i in 0..b.num_rows() {
             let key = (file.value(i), line.value(i));
             if wanted.contains(&key) {
-                let kept = (!bytes.is_null(i)).then(|| bytes.value(i).to_vec());
-                out.insert((key.0.to_string(), key.1), (raw.value(i).to_string(), kept));
+                out.insert(
+                    (key.0.to_string(), key.1),
+                    (at.line(i).0.to_string(), at.bytes(i)),
+                );
             }
         }
     }
