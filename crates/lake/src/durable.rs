@@ -423,7 +423,10 @@ mod tests {
         );
         let pending = d.pending.lock().expect("pending").clone();
         assert!(pending.contains(&theirs), "{pending:?}");
-        assert!(!pending.contains(&socket), "the failed file is not tried again");
+        assert!(
+            !pending.contains(&socket),
+            "the failed file is not tried again"
+        );
         std::fs::remove_file(&socket).expect("rm");
         d.sync()
             .await
