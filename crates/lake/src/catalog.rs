@@ -673,12 +673,45 @@ impl Catalog {
             error,
         };
         let mut last = 0;
+        // The version of ours that landed, was found below the floor with nothing after it,
+        // and may have been built on before it expired (see `Written::Expired`).
+        let mut expired: Option<u64> = None;
         for _attempt in 0..MAX_COMMIT_ATTEMPTS {
             let (head, floor) = self.find_head().await.map_err(|e| fail(e, landed))?;
             let head_version = head
                 .as_ref()
                 .map(|s| s.version.clone())
                 .unwrap_or_else(CatalogVersion::empty);
+            // A table of ours moved: if our expired version had been in the log, that is our
+            // own change, and committing it again would apply it twice (an append's files
+            // named twice). Settle it from the tables' metadata logs first.
+            let moved = changes.iter().any(|c| {
+                head_version
+                    .tables
+                    .get(&c.table.to_string())
+                    .map(|e| e.metadata_location.as_str())
+                    != c.base.as_deref()
+            });
+            if let (true, Some(n)) = (moved, expired) {
+                match self
+                    .settle_expired(changes, new_locations, &head_version)
+                    .await
+                {
+                    Some(true) => return Ok(n),
+                    Some(false) => {}
+                    None => {
+                        return Err(fail(
+                            LakeError::CommitOutcomeUnknown {
+                                version: n,
+                                detail: format!(
+                                    "version {n} landed, but the log was expired past it and past the version after it before this writer could tell whether that version was written on it, and no table it changed shows whether it was kept (nothing was retried; reload and check before committing again)"
+                                ),
+                            },
+                            true,
+                        ));
+                    }
+                }
+            }
             for change in changes {
                 let key = change.table.to_string();
                 let found = head_version
@@ -723,6 +756,10 @@ impl Catalog {
             match self.write_next(head.as_deref(), floor, next).await {
                 Ok(Written::Won(s)) => return Ok(s.version.version),
                 Ok(Written::Lost { landed: l }) => landed |= l,
+                Ok(Written::Expired { version }) => {
+                    landed = true;
+                    expired = Some(version);
+                }
                 Err(e) => return Err(fail(e, landed)),
             }
         }
@@ -733,6 +770,56 @@ impl Catalog {
             },
             landed,
         ))
+    }
+
+    /// Whether our version that landed and expired (see `Written::Expired`) had been in the
+    /// log, told by the tables it changed as the head has them: `Some(true)` when a table's
+    /// current metadata is ours or lists ours in its metadata log, `Some(false)` when the log
+    /// shows the metadata we started from followed by another writer's, `None` when no table
+    /// tells (dropped since, its log trimmed past ours, a create or a drop of ours).
+    ///
+    /// Sound because every commit writes its metadata under a fresh name and records the one
+    /// it was built on: ours can only ever follow our base, and only ours names our file.
+    async fn settle_expired(
+        &self,
+        changes: &[TableChange],
+        new_locations: &BTreeMap<String, Option<String>>,
+        head: &CatalogVersion,
+    ) -> Option<bool> {
+        let mut answer = None;
+        for change in changes {
+            let key = change.table.to_string();
+            let (Some(base), Some(Some(ours)), Some(found)) = (
+                change.base.as_deref(),
+                new_locations.get(&key),
+                head.tables.get(&key).map(|e| e.metadata_location.as_str()),
+            ) else {
+                continue;
+            };
+            if found == ours {
+                return Some(true);
+            }
+            let Ok((md, _)) = self.read_metadata_and_refs(&change.table, found).await else {
+                continue;
+            };
+            let chain: Vec<&str> = md
+                .metadata_log()
+                .iter()
+                .map(|l| l.metadata_file.as_str())
+                .chain(std::iter::once(found))
+                .collect();
+            if chain.contains(&ours.as_str()) {
+                return Some(true);
+            }
+            if chain
+                .iter()
+                .position(|l| *l == base)
+                .is_some_and(|i| i + 1 < chain.len())
+            {
+                answer = Some(false);
+            }
+        }
+        answer
     }
 
     /// Commit namespace properties (creating the namespace if needed).

@@ -13,7 +13,9 @@
 //! - Expired versions leave a floor behind: before any version is deleted, a marker
 //!   `<catalog>/versions/floor/f<20 digits>` records the lowest kept version; the floor is the
 //!   highest marker. Readers ignore versions below it, and a writer whose version lands below it
-//!   (it held a stale head while the log moved on and was expired) takes it back and retries.
+//!   (it held a stale head while the log moved on and was expired) takes it back and retries —
+//!   unless nothing after it is left either, when it first asks the tables it changed whether
+//!   it had been in the log after all (built on, then expired), so no change is applied twice.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -116,6 +118,13 @@ pub(crate) enum Written {
     /// back. `landed` says ours was in storage for a while (its files must then be kept: the
     /// take-back may have failed, and a reader may have seen it).
     Lost { landed: bool },
+    /// Ours landed as `version`, the floor was then found above it, and the version after it
+    /// was gone too. Either ours was put after its number had expired (never in the log), or it
+    /// was the head for a while, was built on, and both were expired before this writer looked
+    /// at the floor. The version files cannot tell which: the caller settles it from the tables
+    /// (see `Catalog::commit_version`) before it may retry, since a retry of a change that had
+    /// landed would apply it twice.
+    Expired { version: u64 },
 }
 
 /// What a create-if-absent put of one version number settled to.
@@ -403,7 +412,13 @@ impl Catalog {
         let next_follows = self.next_follows(n, &sha256).await?;
         if n < floor_after && (n <= floor_before || next_follows != Some(true)) {
             let _ = storage::delete(self.stores(), &self.version_location(n)).await;
-            return Ok(Written::Lost { landed: true });
+            // Above the floor read before the put and with no version after it left, ours may
+            // have been in the log: the caller must find out before it tries again.
+            return Ok(if n > floor_before && next_follows.is_none() {
+                Written::Expired { version: n }
+            } else {
+                Written::Lost { landed: true }
+            });
         }
         // Above the floor, a version after ours that does not follow from it: ours filled a
         // hole in the log below the real head (a version deleted outside lake), from a head
@@ -438,9 +453,8 @@ impl Catalog {
     /// It settles two doubts after ours landed. Below the floor read after it: ours was in the
     /// log (the head, expired later) rather than landed in the expired range only if the floor
     /// before our put was below `n` (at least `n + 1` when `n` was already expired) and `n + 1`
-    /// follows from ours; when `n + 1` is gone too, ours is taken to have landed in the expired
-    /// range (the retry then meets a conflict if it had not). Above it, an `n + 1` that does not
-    /// follow means ours filled a hole.
+    /// follows from ours; when `n + 1` is gone too, it cannot tell ([`Written::Expired`]). Above
+    /// it, an `n + 1` that does not follow means ours filled a hole.
     async fn next_follows(&self, n: u64, sha256: &str) -> Result<Option<bool>> {
         let after = match self.version_present(n + 1).await {
             Ok(false) => Ok(None),

@@ -494,3 +494,121 @@ async fn the_head_is_found_by_probing_and_reading_only_the_last_version() {
     assert!(probes <= 14, "{probes} probes");
     assert_eq!(s.calls(Op::Get, VERSIONS), 1);
 }
+
+/// What becomes of S1's append to `bronze.x` when its version 3 lands, is built on by another
+/// writer's append to `bronze.x`, and both are expired before S1 reads the floor: S1 cannot tell
+/// from the version files whether its version was ever in the log.
+async fn append_whose_version_expires_after_it_was_built_on(
+    history_kept: &str,
+) -> (FaultyStore, lake::Result<lake::SnapshotCommit>) {
+    let s = store();
+    let a = open(&s);
+    let props = BTreeMap::from([(
+        "write.metadata.previous-versions-max".to_string(),
+        history_kept.to_string(),
+    )]);
+    let x = a
+        .stage_create_table_with_properties("bronze.x", &schema(), &[], &props)
+        .await
+        .unwrap();
+    a.commit(vec![x], "create-table", "x", BTreeMap::new())
+        .await
+        .unwrap();
+    a.create_table("bronze.y", &schema(), &[]).await.unwrap();
+    let s1 = open(&s);
+    assert_eq!(s1.head().await.unwrap().version, 2);
+
+    // S1's version 3 lands and S1 is held before it looks at the floor.
+    let gate = Gate::new();
+    s.inject(
+        Op::Put,
+        &version_path(3),
+        Fault::PauseAfter(gate.clone()),
+        1,
+    );
+    let writer = s1.clone();
+    let first = tokio::spawn(async move {
+        writer
+            .append("bronze.x", "main", &[batch(0..1, "d")], BTreeMap::new())
+            .await
+    });
+    gate.reached().await;
+
+    // Another writer builds on it (version 4 appends to x), then on that; expiry takes 1-5.
+    a.append("bronze.x", "main", &[batch(1..2, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    a.append("bronze.x", "main", &[batch(2..3, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    a.append("bronze.y", "main", &[batch(0..1, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(a.expire_versions(1).await.unwrap(), vec![1, 2, 3, 4, 5]);
+    gate.release();
+    (s, first.await.unwrap())
+}
+
+/// S1's append was in the log and is reported done, not applied a second time on the new head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_append_built_on_then_expired_before_its_writer_looked_is_not_applied_twice() {
+    let (s, first) = append_whose_version_expires_after_it_was_built_on("20").await;
+    let done = first.unwrap();
+    assert_eq!(done.version, 3);
+    let x = open(&s).table("bronze.x").await.unwrap();
+    assert_eq!(ids(&x.scan(&At::Main).await.unwrap()), vec![0, 1, 2]);
+    assert_head_reads(&s).await;
+}
+
+/// When x's metadata log no longer reaches back to S1's version, nothing can tell: the outcome
+/// is reported unknown, nothing is retried, and nothing is applied twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_expired_version_no_table_can_place_is_an_unknown_outcome_never_a_retry() {
+    let (s, first) = append_whose_version_expires_after_it_was_built_on("1").await;
+    match first {
+        Err(LakeError::CommitOutcomeUnknown { version: 3, .. }) => {}
+        other => panic!("expected an unknown outcome for version 3, got {other:?}"),
+    }
+    let x = open(&s).table("bronze.x").await.unwrap();
+    assert_eq!(ids(&x.scan(&At::Main).await.unwrap()), vec![0, 1, 2]);
+    assert_head_reads(&s).await;
+}
+
+/// S1's version lands after its number expired, while another writer had appended to the same
+/// table: the table's metadata log shows S1's base followed by the other writer's commit, so S1
+/// knows its version was never in the log and its append is retried, once, on the real head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_version_put_after_its_number_expired_is_retried_when_the_table_shows_it_never_landed() {
+    let s = store();
+    let a = open(&s);
+    a.create_table("bronze.x", &schema(), &[]).await.unwrap();
+    a.create_table("bronze.y", &schema(), &[]).await.unwrap();
+    let s1 = open(&s);
+    assert_eq!(s1.head().await.unwrap().version, 2);
+    // S1's put of version 3 is held before it reaches the store.
+    let gate = Gate::new();
+    s.inject(Op::Put, &version_path(3), Fault::Pause(gate.clone()), 1);
+    let writer = s1.clone();
+    let first = tokio::spawn(async move {
+        writer
+            .append("bronze.x", "main", &[batch(0..1, "d")], BTreeMap::new())
+            .await
+    });
+    gate.reached().await;
+    a.append("bronze.x", "main", &[batch(1..2, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    a.append("bronze.y", "main", &[batch(0..1, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    a.append("bronze.y", "main", &[batch(1..2, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(a.expire_versions(1).await.unwrap(), vec![1, 2, 3, 4]);
+    gate.release();
+    let done = first.await.unwrap().unwrap();
+    assert_eq!(done.version, 6);
+    let x = open(&s).table("bronze.x").await.unwrap();
+    assert_eq!(ids(&x.scan(&At::Main).await.unwrap()), vec![0, 1]);
+    assert_head_reads(&s).await;
+}
