@@ -115,10 +115,12 @@ impl SqlContext {
 
     fn explain(&self, e: datafusion::error::DataFusionError) -> LakeError {
         let msg = e.to_string();
-        for (name, why) in self.skipped.iter().chain(&self.unreadable) {
+        let skipped = self.skipped.iter().map(|s| (s, "has nothing to read here"));
+        let unreadable = self.unreadable.iter().map(|s| (s, "is not readable here"));
+        for ((name, why), what) in skipped.chain(unreadable) {
             let short = name.split('.').nth(1).unwrap_or(name);
             if msg.contains(name.as_str()) || msg.contains(&format!("'{short}'")) {
-                return LakeError::Other(format!("{msg} ({name} is not readable here: {why})"));
+                return LakeError::Other(format!("{msg} ({name} {what}: {why})"));
             }
         }
         LakeError::DataFusion(Box::new(e))

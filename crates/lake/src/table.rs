@@ -83,6 +83,10 @@ pub enum RefOp {
     Reset { branch: String, to: i64 },
     /// Remove a branch or tag (`main` cannot be removed).
     Remove { name: String },
+    /// Point `branch` at no snapshot: `main` then reads as the empty table it was before its
+    /// first snapshot (a rollback to before the table was written); another branch is removed,
+    /// as it would be if it had never been created. Nothing when the branch is not there.
+    Empty { branch: String },
 }
 
 /// A table as of one catalog version.
@@ -450,6 +454,20 @@ impl Table {
                     }
                     b.remove_ref(name)
                 }
+                RefOp::Empty { branch } => match refs.get(branch) {
+                    Some((false, _)) => {
+                        return Err(LakeError::NoSuchRef {
+                            table: table.clone(),
+                            kind: "branch",
+                            name: branch.clone(),
+                        });
+                    }
+                    Some((true, _)) => {
+                        refs.remove(branch);
+                        b.remove_ref(branch)
+                    }
+                    None => b,
+                },
             };
         }
         let built = b

@@ -833,3 +833,73 @@ async fn file_changes_carry_any_sum_from_one_snapshot_to_another() {
         );
     }
 }
+
+/// `RefOp::Empty` takes a table back to before its first snapshot on a branch: `main` reads
+/// empty, another branch is gone, a tag keeps what they held, and `main` moves forward again.
+#[tokio::test]
+async fn a_branch_emptied_reads_as_before_its_first_snapshot_and_moves_on_again() {
+    let c = Catalog::in_memory();
+    c.create_table("silver.s", &schema(), &[]).await.unwrap();
+    let s1 = c
+        .append("silver.s", "audit", &[batch(0..3, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let ff = |to| RefOp::FastForward {
+        branch: "main".into(),
+        to,
+    };
+    c.update_refs("silver.s", &[ff(s1.snapshot_id)], "publish")
+        .await
+        .unwrap();
+    c.update_refs(
+        "silver.s",
+        &[
+            RefOp::CreateTag {
+                name: "kept".into(),
+                snapshot_id: s1.snapshot_id,
+            },
+            RefOp::Empty {
+                branch: "main".into(),
+            },
+            RefOp::Empty {
+                branch: "audit".into(),
+            },
+            RefOp::Empty {
+                branch: "never-made".into(),
+            },
+        ],
+        "rollback",
+    )
+    .await
+    .unwrap();
+    let t = c.table("silver.s").await.unwrap();
+    assert_eq!(t.head("main"), None);
+    assert_eq!(t.head("audit"), None);
+    assert!(ids(&t.scan(&At::Main).await.unwrap()).is_empty());
+    assert_eq!(
+        ids(&t.scan(&At::reference("kept")).await.unwrap()),
+        vec![0, 1, 2]
+    );
+    // A tag is not a branch to empty.
+    assert!(matches!(
+        c.update_refs(
+            "silver.s",
+            &[RefOp::Empty {
+                branch: "kept".into()
+            }],
+            "x"
+        )
+        .await,
+        Err(LakeError::NoSuchRef { .. })
+    ));
+    // The next write starts the branch again; main moves forward to it.
+    let s2 = c
+        .append("silver.s", "audit", &[batch(5..6, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    c.update_refs("silver.s", &[ff(s2.snapshot_id)], "publish")
+        .await
+        .unwrap();
+    let t = c.table("silver.s").await.unwrap();
+    assert_eq!(ids(&t.scan(&At::Main).await.unwrap()), vec![5]);
+}
