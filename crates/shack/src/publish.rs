@@ -779,6 +779,9 @@ pub struct RollbackOutcome {
     /// Per table, the heads it abandoned, by the tag that keeps each: `rollback-<n>-main`,
     /// `rollback-<n>-audit`.
     pub abandoned: BTreeMap<String, BTreeMap<String, i64>>,
+    /// Tables first written after the publish rolled back to: their `main` (and a silver or
+    /// gold table's `audit`) now points at nothing, as it did then.
+    pub emptied: Vec<String>,
 }
 
 impl RollbackOutcome {
@@ -786,11 +789,18 @@ impl RollbackOutcome {
     pub fn render(&self) -> String {
         let n = self.record.publish_number.unwrap_or_default();
         let tags: usize = self.abandoned.values().map(|m| m.len()).sum();
+        let to = self.to.publish_number.unwrap_or_default();
+        let emptied = match self.emptied.as_slice() {
+            [] => String::new(),
+            names => format!(
+                " ({} first written after publish {to}: empty again, as then)",
+                names.join(", ")
+            ),
+        };
         format!(
-            "Rolled back to publish {} (as of {}) as publish {n}: main of {} tables and audit of every silver and gold table moved back in catalog version {}; {tags} abandoned head(s) kept by tags rollback-{n}-main / rollback-{n}-audit. Bronze keeps every tapped row: the next run rebuilds silver and gold from it.\n",
-            self.to.publish_number.unwrap_or_default(),
+            "Rolled back to publish {to} (as of {}) as publish {n}: main of {} tables{emptied} and audit of every silver and gold table moved back in catalog version {}; {tags} abandoned head(s) kept by tags rollback-{n}-main / rollback-{n}-audit. Bronze keeps every tapped row: the next run rebuilds silver and gold from it.\n",
             stamp(self.to.as_of),
-            self.record.snapshots.len(),
+            self.record.snapshots.len() + self.emptied.len(),
             self.version,
         )
     }
@@ -805,8 +815,13 @@ impl RollbackOutcome {
 /// silver's watermarks (in the snapshots rolled back to) name bronze snapshots still in bronze's
 /// ancestry, and it boils again what came after them.
 ///
-/// Errors: `to` is not a publish number in the log; a graded table that did not exist at that
-/// publish; another writer committing meanwhile (nothing committed; run it again).
+/// A table first written after publish `to` goes back to before its first snapshot: `main`
+/// (and a silver or gold table's `audit`) points at nothing, so it reads empty, as it did at that
+/// publish; its heads are tagged like every other abandoned head, and the next run writes it
+/// again from bronze.
+///
+/// Errors: `to` is not a publish number in the log; another writer committing meanwhile
+/// (nothing committed; run it again).
 pub async fn rollback(
     catalog: &Catalog,
     to: u64,
@@ -839,6 +854,7 @@ pub async fn rollback(
     let seq = log.iter().map(|r| r.seq).max().unwrap_or(0) + 1;
     let mut changes = Vec::new();
     let mut abandoned: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    let mut emptied = Vec::new();
     for name in head.tables.keys() {
         let Some((ns, _)) = name.split_once('.') else {
             continue;
@@ -846,14 +862,9 @@ pub async fn rollback(
         if !crate::grade::LAYERS.contains(&ns) {
             continue;
         }
-        let Some(&snapshot) = target.snapshots.get(name) else {
-            return Err(ShackError::NoSuchPublish {
-                number: to,
-                detail: format!(
-                    "{name} did not exist at publish {to}; a rollback moves every table or none"
-                ),
-            });
-        };
+        // A table first written after publish `to` (settlements arrive days after the first
+        // orders) goes back to before its first snapshot: `main` reads empty, as it did then.
+        let snapshot = target.snapshots.get(name).copied();
         let table = catalog
             .table_in(&head, name)
             .await
@@ -866,7 +877,7 @@ pub async fn rollback(
         };
         for branch in branches {
             if let Some(h) = table.head(branch)
-                && h != snapshot
+                && Some(h) != snapshot
             {
                 let keep = format!("rollback-{n}-{branch}");
                 ops.push(RefOp::CreateTag {
@@ -875,15 +886,23 @@ pub async fn rollback(
                 });
                 abandoned.entry(name.clone()).or_default().insert(keep, h);
             }
-            ops.push(RefOp::Reset {
-                branch: branch.to_string(),
-                to: snapshot,
+            ops.push(match snapshot {
+                Some(to) => RefOp::Reset {
+                    branch: branch.to_string(),
+                    to,
+                },
+                None => RefOp::Empty {
+                    branch: branch.to_string(),
+                },
             });
         }
-        ops.push(RefOp::CreateTag {
-            name: tag(n),
-            snapshot_id: snapshot,
-        });
+        match snapshot {
+            Some(snapshot_id) => ops.push(RefOp::CreateTag {
+                name: tag(n),
+                snapshot_id,
+            }),
+            None => emptied.push(name.clone()),
+        }
         changes.push(table.stage_refs(&ops).map_err(|e| lake_err(name, e))?);
     }
     let record = PublishRecord {
@@ -940,6 +959,7 @@ pub async fn rollback(
         record,
         version: committed.version,
         abandoned,
+        emptied,
     })
 }
 

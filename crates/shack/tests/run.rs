@@ -531,3 +531,67 @@ async fn a_usd_order_before_the_first_rate_blocks_fx_coverage() {
     );
     assert!(!r.published());
 }
+
+/// A rollback to a publish from before the first settlement arrived: the settlement tables,
+/// first written later, go back to empty (as they were), their heads kept by tags; the next
+/// run writes them again from bronze, to the same rows as before the rollback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_to_before_a_table_was_first_written_empties_it_and_the_next_run_rebuilds_it() {
+    let season = season();
+    let lake = Lake::new();
+    let aug1 = utc(2026, 8, 1, 12, 0, 0);
+    let aug6 = utc(2026, 8, 6, 12, 0, 0);
+    assert!(run(&lake, &season, aug1, false).await.published());
+    assert!(run(&lake, &season, aug6, false).await.published());
+    let later = ["bronze.settlements", "silver.settlements"];
+    let mut before = BTreeMap::new();
+    for t in later {
+        let rows = table_rows(&lake, t, &At::Main).await;
+        assert!(!rows.is_empty(), "{t} has rows by August 6");
+        before.insert(t, rows);
+    }
+    let cash = table_rows(&lake, "gold.mart_daily_cash", &At::Main).await;
+
+    let o = publish::rollback(&lake.catalog, 1, "test", 0)
+        .await
+        .expect("a rollback to publish 1");
+    assert_eq!(o.emptied, later);
+    assert!(o.render().contains(
+        "(bronze.settlements, silver.settlements first written after publish 1: empty again, as then)"
+    ), "{}", o.render());
+    let main = heads(&lake, "main").await;
+    let audit = heads(&lake, "audit").await;
+    for t in later {
+        assert_eq!(main[t], None, "{t} main");
+        assert!(table_rows(&lake, t, &At::Main).await.is_empty(), "{t}");
+        assert!(
+            table_rows(&lake, t, &At::reference("rollback-3-main"))
+                .await
+                .len()
+                == before[t].len(),
+            "{t}'s abandoned head is kept"
+        );
+    }
+    assert_eq!(audit["silver.settlements"], None);
+    assert!(
+        audit["bronze.settlements"].is_some(),
+        "bronze keeps every row"
+    );
+    assert!(
+        table_rows(&lake, "gold.mart_daily_cash", &At::Main)
+            .await
+            .len()
+            < cash.len(),
+        "gold is back at August 1"
+    );
+
+    // The next run through August 6 writes them again from bronze: the same rows as before.
+    assert!(run(&lake, &season, aug6, false).await.published());
+    for t in later {
+        assert_eq!(table_rows(&lake, t, &At::Main).await, before[t], "{t}");
+    }
+    assert_eq!(
+        table_rows(&lake, "gold.mart_daily_cash", &At::Main).await,
+        cash
+    );
+}
