@@ -64,7 +64,7 @@ pub use publish::{
     publishes, rollback,
 };
 pub use run::{RunOptions, RunReport, run, tap_alone};
-pub use season::{SeasonOptions, SeasonReport, SeasonRun, play_season};
+pub use season::{SeasonOptions, SeasonReport, SeasonRun, Skipped, play_season};
 pub use silver::{BoilOptions, BoilReport, boil};
 pub use sugarbush::{NoProgress, Progress, Source};
 pub use tap::{

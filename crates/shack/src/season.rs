@@ -8,7 +8,9 @@
 //! version; mornings after know both.
 //!
 //! It resumes where the lake is: mornings at or before the last publish's as-of are not run
-//! again, so playing a finished season says so and changes nothing.
+//! again, so playing a finished season says so and changes nothing. Mornings before a landing
+//! file bronze already holds arrived (kept across a rollback) are skipped, and said so: a
+//! publish as of one of them would show rows before they arrived.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -121,7 +123,21 @@ pub struct SeasonReport {
     /// The last publish at the end.
     pub last_publish: Option<u64>,
     pub last_as_of: Option<DateTime<Utc>>,
+    /// Mornings not run because bronze on `audit` already held a landing file that arrived
+    /// after them (tapped before a rollback, or by a `tap` ahead): a publish as of one of them
+    /// would show that file's rows before they arrived. The season goes on from the first
+    /// morning at or after the file's arrival.
+    pub skipped: Option<Skipped>,
     pub seconds: f64,
+}
+
+/// The mornings a season did not run, and why (see [`SeasonReport::skipped`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    pub mornings: u32,
+    /// The landing file bronze already held, and when it arrived.
+    pub file: String,
+    pub arrived: DateTime<Utc>,
 }
 
 impl SeasonReport {
@@ -145,6 +161,21 @@ impl SeasonReport {
     /// The closing summary.
     pub fn render_summary(&self) -> String {
         let mut out = String::new();
+        if let Some(k) = &self.skipped {
+            out.push_str(&format!(
+                "skipped {} morning(s) before {}: bronze on `audit` already holds {}, which arrived then (tapped before a rollback, or ahead); a publish as of an earlier morning would show its rows before they arrived\n",
+                k.mornings,
+                k.arrived.format("%Y-%m-%d %H:%M UTC"),
+                k.file
+            ));
+            if self.runs.is_empty() {
+                out.push_str(&format!(
+                    "no morning left to run: `run --through {}` publishes it\n",
+                    k.arrived.format("%Y-%m-%dT%H:%M:%SZ")
+                ));
+                return out;
+            }
+        }
         if self.runs.is_empty() {
             out.push_str(&format!(
                 "the season is already played: publish {} as of {}; nothing to do\n",
@@ -272,7 +303,13 @@ pub async fn play_season(
     progress.set_total(noons.len() as u64);
     let old_only = vec![sugarbush::API_V1.to_string()];
     let mut runs = Vec::with_capacity(noons.len() + 1);
+    let mut skipped: Option<Skipped> = None;
     for through in noons {
+        if let Some(k) = skipped.as_mut().filter(|k| through < k.arrived) {
+            k.mornings += 1;
+            progress.inc(1);
+            continue;
+        }
         let day = through.format("%Y-%m-%d").to_string();
         let inner = DayProgress {
             outer: progress,
@@ -292,7 +329,24 @@ pub async fn play_season(
         };
         let now_ms = Utc::now().timestamp_millis();
         let t0 = Instant::now();
-        let report = run(catalog, warehouse_root, &run_options, now_ms, &inner).await?;
+        let report = match run(catalog, warehouse_root, &run_options, now_ms, &inner).await {
+            Ok(r) => r,
+            // Refused before anything was written: go on from the morning that covers it.
+            Err(ShackError::BronzeAhead { arrived, file, .. }) if skipped.is_none() => {
+                progress.message(&format!(
+                    "bronze already holds {file}, which arrived at {}: the season goes on from the first morning after it",
+                    arrived.format("%Y-%m-%d %H:%M UTC")
+                ));
+                skipped = Some(Skipped {
+                    mornings: 1,
+                    file,
+                    arrived,
+                });
+                progress.inc(1);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let r = SeasonRun::of(&report, &run_options, t0.elapsed().as_secs_f64());
         each(&r);
         runs.push(r);
@@ -334,6 +388,7 @@ pub async fn play_season(
         rows,
         last_publish: last.as_ref().and_then(|r| r.publish_number),
         last_as_of: last.map(|r| r.as_of),
+        skipped,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

@@ -595,3 +595,50 @@ async fn a_rollback_to_before_a_table_was_first_written_empties_it_and_the_next_
         cash
     );
 }
+
+/// The season on a lake whose bronze was tapped ahead (as a rollback leaves it): the mornings
+/// before the last file bronze holds arrived are skipped and said so, never refused and never
+/// published with rows from after their as-of; the season goes on from the next morning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_season_skips_the_mornings_before_what_bronze_already_holds() {
+    let season = season();
+    let lake = Lake::new();
+    let tapped = utc(2026, 8, 4, 12, 0, 0);
+    lake.tap(&season, tapped).await;
+    let options = shack::SeasonOptions {
+        through: Some(utc(2026, 8, 6, 12, 0, 0)),
+        ..Default::default()
+    };
+    let mut seen = Vec::new();
+    let report = shack::play_season(
+        &lake.catalog,
+        &season,
+        &options,
+        &shack::NoProgress,
+        &mut |r| seen.push(r.through),
+    )
+    .await
+    .expect("the season plays on");
+    let skipped = report.skipped.as_ref().expect("mornings skipped");
+    assert_eq!(skipped.mornings, 3, "August 1 to 3");
+    assert!(
+        skipped.arrived > utc(2026, 8, 3, 12, 0, 0) && skipped.arrived <= tapped,
+        "{}",
+        skipped.arrived
+    );
+    assert_eq!(
+        seen,
+        [4, 5, 6].map(|d| utc(2026, 8, d, 12, 0, 0)),
+        "the runs go on from August 4"
+    );
+    assert!(report.runs.iter().all(|r| r.published));
+    assert!(
+        report.render_summary().starts_with(&format!(
+            "skipped 3 morning(s) before {}: bronze on `audit` already holds {}",
+            skipped.arrived.format("%Y-%m-%d %H:%M UTC"),
+            skipped.file
+        )),
+        "{}",
+        report.render_summary()
+    );
+}
