@@ -21,6 +21,10 @@ pub struct TableDiff {
     pub to: Option<i64>,
     /// Snapshots `to` has after `from` (`None` when `from` is not an ancestor of `to`).
     pub ahead: Option<u64>,
+    /// Snapshots `from` has after `to` when `to` is an ancestor of `from` or empty (`main`
+    /// after a rollback, against the publish it abandoned): shown as a negative `ahead`.
+    #[serde(default)]
+    pub behind: Option<u64>,
     pub rows_added: u64,
     pub rows_removed: u64,
 }
@@ -61,10 +65,11 @@ impl LakeDiff {
             "table", "ahead", "added", "removed"
         ));
         for t in moved {
-            let ahead = t
-                .ahead
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "forked".into());
+            let ahead = match (t.ahead, t.behind) {
+                (Some(n), _) => n.to_string(),
+                (None, Some(n)) => format!("-{n}"),
+                (None, None) => "forked".into(),
+            };
             out.push_str(&format!(
                 "  {:<w$}  {:>5}  {:>10}  {:>10}\n",
                 t.table,
@@ -207,9 +212,11 @@ pub async fn diff(catalog: &Catalog, from: &str, to: &str) -> Result<LakeDiff> {
             from: a,
             to: b,
             ahead: Some(0),
+            behind: None,
             rows_added: 0,
             rows_removed: 0,
         };
+        let behind = a.filter(|a| b.is_none_or(|b| table.is_ancestor(b, *a)));
         if a != b {
             match (
                 b,
@@ -230,13 +237,30 @@ pub async fn diff(catalog: &Catalog, from: &str, to: &str) -> Result<LakeDiff> {
                 }
                 _ => {
                     d.ahead = None;
-                    let count = |id: Option<i64>| match id {
-                        Some(id) => summary_count(&table, id, "total-records"),
-                        None => Ok(0),
-                    };
-                    let (na, nb) = (count(a)?, count(b)?);
-                    d.rows_added = nb.saturating_sub(na);
-                    d.rows_removed = na.saturating_sub(nb);
+                    if let Some(from) = behind {
+                        // `to` is where `from` came from: walk back, undoing each snapshot.
+                        let between = table
+                            .ancestry(from)
+                            .map_err(|e| ShackError::lake(name, e))?
+                            .into_iter()
+                            .take_while(|s| Some(s.snapshot_id) != b)
+                            .collect::<Vec<_>>();
+                        d.behind = Some(between.len() as u64);
+                        for s in &between {
+                            d.rows_removed +=
+                                summary_count(&table, s.snapshot_id, "added-records")?;
+                            d.rows_added +=
+                                summary_count(&table, s.snapshot_id, "deleted-records")?;
+                        }
+                    } else {
+                        let count = |id: Option<i64>| match id {
+                            Some(id) => summary_count(&table, id, "total-records"),
+                            None => Ok(0),
+                        };
+                        let (na, nb) = (count(a)?, count(b)?);
+                        d.rows_added = nb.saturating_sub(na);
+                        d.rows_removed = na.saturating_sub(nb);
+                    }
                 }
             }
             if let Some((_, keys, values)) = MARTS.iter().find(|(m, _, _)| m == name) {
@@ -286,6 +310,7 @@ mod tests {
                     from: Some(1),
                     to: Some(2),
                     ahead: Some(1),
+                    behind: None,
                     rows_added: 34,
                     rows_removed: 33,
                 },
@@ -294,8 +319,18 @@ mod tests {
                     from: Some(5),
                     to: Some(5),
                     ahead: Some(0),
+                    behind: None,
                     rows_added: 0,
                     rows_removed: 0,
+                },
+                TableDiff {
+                    table: "silver.orders".into(),
+                    from: Some(9),
+                    to: Some(7),
+                    ahead: None,
+                    behind: Some(2),
+                    rows_added: 0,
+                    rows_removed: 12,
                 },
             ],
             changes: vec![
@@ -319,6 +354,10 @@ mod tests {
         assert!(r.starts_with("main..audit\n"), "{r}");
         assert!(
             r.contains("gold.mart_daily_cash      1          34          33"),
+            "{r}"
+        );
+        assert!(
+            r.contains("silver.orders            -2           0          12"),
             "{r}"
         );
         assert!(

@@ -584,6 +584,17 @@ async fn a_rollback_to_before_a_table_was_first_written_empties_it_and_the_next_
             < cash.len(),
         "gold is back at August 1"
     );
+    // `main` is behind the publish it abandoned: every table one run back, the settlements
+    // back to nothing.
+    let d = shack::diff::diff(&lake.catalog, "publish-2", "main")
+        .await
+        .expect("diff");
+    for t in &d.tables {
+        assert_eq!((t.ahead, t.behind), (None, Some(1)), "{}", t.table);
+        if let Some(rows) = before.get(t.table.as_str()) {
+            assert_eq!((t.rows_added, t.rows_removed), (0, rows.len() as u64));
+        }
+    }
 
     // The next run through August 6 writes them again from bronze: the same rows as before.
     assert!(run(&lake, &season, aug6, false).await.published());
