@@ -495,11 +495,15 @@ async fn the_head_is_found_by_probing_and_reading_only_the_last_version() {
     assert_eq!(s.calls(Op::Get, VERSIONS), 1);
 }
 
-/// What becomes of S1's append to `bronze.x` when its version 3 lands, is built on by another
-/// writer's append to `bronze.x`, and both are expired before S1 reads the floor: S1 cannot tell
-/// from the version files whether its version was ever in the log.
-async fn append_whose_version_expires_after_it_was_built_on(
+/// S1 appends row 0 to `bronze.x` from a head at version 2, its put of version 3 held by
+/// `hold` (before it lands, or after); meanwhile another writer appends `others` (table, row)
+/// and expires every version but the newest, which must be `expired`. Then S1 goes on. Tables
+/// keep `history_kept` metadata files in their logs.
+async fn s1_appends_while_the_log_expires(
     history_kept: &str,
+    hold: fn(Gate) -> Fault,
+    others: &[(&str, i64)],
+    expired: &[u64],
 ) -> (FaultyStore, lake::Result<lake::SnapshotCommit>) {
     let s = store();
     let a = open(&s);
@@ -507,25 +511,19 @@ async fn append_whose_version_expires_after_it_was_built_on(
         "write.metadata.previous-versions-max".to_string(),
         history_kept.to_string(),
     )]);
-    let x = a
-        .stage_create_table_with_properties("bronze.x", &schema(), &[], &props)
-        .await
-        .unwrap();
-    a.commit(vec![x], "create-table", "x", BTreeMap::new())
-        .await
-        .unwrap();
-    a.create_table("bronze.y", &schema(), &[]).await.unwrap();
+    for t in ["bronze.x", "bronze.y"] {
+        let change = a
+            .stage_create_table_with_properties(t, &schema(), &[], &props)
+            .await
+            .unwrap();
+        a.commit(vec![change], "create-table", t, BTreeMap::new())
+            .await
+            .unwrap();
+    }
     let s1 = open(&s);
     assert_eq!(s1.head().await.unwrap().version, 2);
-
-    // S1's version 3 lands and S1 is held before it looks at the floor.
     let gate = Gate::new();
-    s.inject(
-        Op::Put,
-        &version_path(3),
-        Fault::PauseAfter(gate.clone()),
-        1,
-    );
+    s.inject(Op::Put, &version_path(3), hold(gate.clone()), 1);
     let writer = s1.clone();
     let first = tokio::spawn(async move {
         writer
@@ -533,20 +531,29 @@ async fn append_whose_version_expires_after_it_was_built_on(
             .await
     });
     gate.reached().await;
-
-    // Another writer builds on it (version 4 appends to x), then on that; expiry takes 1-5.
-    a.append("bronze.x", "main", &[batch(1..2, "d")], BTreeMap::new())
-        .await
-        .unwrap();
-    a.append("bronze.x", "main", &[batch(2..3, "d")], BTreeMap::new())
-        .await
-        .unwrap();
-    a.append("bronze.y", "main", &[batch(0..1, "d")], BTreeMap::new())
-        .await
-        .unwrap();
-    assert_eq!(a.expire_versions(1).await.unwrap(), vec![1, 2, 3, 4, 5]);
+    for (t, row) in others {
+        a.append(t, "main", &[batch(*row..*row + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    assert_eq!(a.expire_versions(1).await.unwrap(), expired);
     gate.release();
     (s, first.await.unwrap())
+}
+
+/// What becomes of S1's append when its version 3 lands, is built on by another writer's
+/// appends to `bronze.x` (versions 4 and 5), and both are expired before S1 reads the floor: S1
+/// cannot tell from the version files whether its version was ever in the log.
+async fn append_whose_version_expires_after_it_was_built_on(
+    history_kept: &str,
+) -> (FaultyStore, lake::Result<lake::SnapshotCommit>) {
+    s1_appends_while_the_log_expires(
+        history_kept,
+        Fault::PauseAfter,
+        &[("bronze.x", 1), ("bronze.x", 2), ("bronze.y", 0)],
+        &[1, 2, 3, 4, 5],
+    )
+    .await
 }
 
 /// S1's append was in the log and is reported done, not applied a second time on the new head.
@@ -579,34 +586,15 @@ async fn an_expired_version_no_table_can_place_is_an_unknown_outcome_never_a_ret
 /// knows its version was never in the log and its append is retried, once, on the real head.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_version_put_after_its_number_expired_is_retried_when_the_table_shows_it_never_landed() {
-    let s = store();
-    let a = open(&s);
-    a.create_table("bronze.x", &schema(), &[]).await.unwrap();
-    a.create_table("bronze.y", &schema(), &[]).await.unwrap();
-    let s1 = open(&s);
-    assert_eq!(s1.head().await.unwrap().version, 2);
-    // S1's put of version 3 is held before it reaches the store.
-    let gate = Gate::new();
-    s.inject(Op::Put, &version_path(3), Fault::Pause(gate.clone()), 1);
-    let writer = s1.clone();
-    let first = tokio::spawn(async move {
-        writer
-            .append("bronze.x", "main", &[batch(0..1, "d")], BTreeMap::new())
-            .await
-    });
-    gate.reached().await;
-    a.append("bronze.x", "main", &[batch(1..2, "d")], BTreeMap::new())
-        .await
-        .unwrap();
-    a.append("bronze.y", "main", &[batch(0..1, "d")], BTreeMap::new())
-        .await
-        .unwrap();
-    a.append("bronze.y", "main", &[batch(1..2, "d")], BTreeMap::new())
-        .await
-        .unwrap();
-    assert_eq!(a.expire_versions(1).await.unwrap(), vec![1, 2, 3, 4]);
-    gate.release();
-    let done = first.await.unwrap().unwrap();
+    // S1's put of version 3 is held before it reaches the store, so it lands after expiry.
+    let (s, first) = s1_appends_while_the_log_expires(
+        "20",
+        Fault::Pause,
+        &[("bronze.x", 1), ("bronze.y", 0), ("bronze.y", 1)],
+        &[1, 2, 3, 4],
+    )
+    .await;
+    let done = first.unwrap();
     assert_eq!(done.version, 6);
     let x = open(&s).table("bronze.x").await.unwrap();
     assert_eq!(ids(&x.scan(&At::Main).await.unwrap()), vec![0, 1]);

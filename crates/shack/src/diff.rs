@@ -41,6 +41,23 @@ pub struct ValueChange {
     pub new: Option<String>,
 }
 
+/// The snapshots from `head` back to (not including) `stop`, or to the first: how many, and the
+/// rows they added and deleted.
+fn walk(table: &Table, name: &str, head: i64, stop: Option<i64>) -> Result<(u64, u64, u64)> {
+    let (mut n, mut added, mut deleted) = (0, 0, 0);
+    for s in table
+        .ancestry(head)
+        .map_err(|e| ShackError::lake(name, e))?
+        .into_iter()
+        .take_while(|s| Some(s.snapshot_id) != stop)
+    {
+        n += 1;
+        added += summary_count(table, s.snapshot_id, "added-records")?;
+        deleted += summary_count(table, s.snapshot_id, "deleted-records")?;
+    }
+    Ok((n, added, deleted))
+}
+
 /// `from..to` over the lake.
 #[derive(Clone, Debug, Serialize)]
 pub struct LakeDiff {
@@ -223,35 +240,17 @@ pub async fn diff(catalog: &Catalog, from: &str, to: &str) -> Result<LakeDiff> {
                 a.is_none_or(|a| b.is_some_and(|b| table.is_ancestor(a, b))),
             ) {
                 (Some(b), true) => {
-                    let between = table
-                        .ancestry(b)
-                        .map_err(|e| ShackError::lake(name, e))?
-                        .into_iter()
-                        .take_while(|s| Some(s.snapshot_id) != a)
-                        .collect::<Vec<_>>();
-                    d.ahead = Some(between.len() as u64);
-                    for s in &between {
-                        d.rows_added += summary_count(&table, s.snapshot_id, "added-records")?;
-                        d.rows_removed += summary_count(&table, s.snapshot_id, "deleted-records")?;
-                    }
+                    let (n, added, removed) = walk(&table, name, b, a)?;
+                    d.ahead = Some(n);
+                    (d.rows_added, d.rows_removed) = (added, removed);
                 }
                 _ => {
                     d.ahead = None;
                     if let Some(from) = behind {
                         // `to` is where `from` came from: walk back, undoing each snapshot.
-                        let between = table
-                            .ancestry(from)
-                            .map_err(|e| ShackError::lake(name, e))?
-                            .into_iter()
-                            .take_while(|s| Some(s.snapshot_id) != b)
-                            .collect::<Vec<_>>();
-                        d.behind = Some(between.len() as u64);
-                        for s in &between {
-                            d.rows_removed +=
-                                summary_count(&table, s.snapshot_id, "added-records")?;
-                            d.rows_added +=
-                                summary_count(&table, s.snapshot_id, "deleted-records")?;
-                        }
+                        let (n, added, removed) = walk(&table, name, from, b)?;
+                        d.behind = Some(n);
+                        (d.rows_added, d.rows_removed) = (removed, added);
                     } else {
                         let count = |id: Option<i64>| match id {
                             Some(id) => summary_count(&table, id, "total-records"),
