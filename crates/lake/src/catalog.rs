@@ -865,18 +865,35 @@ impl Catalog {
         edit: impl Fn(&mut CatalogVersion) -> Result<()>,
     ) -> Result<u64> {
         let mut last = 0;
+        // A version of ours that may have been in the log before it expired (see
+        // `Written::Expired`): the edit is applied again on the new head, which is the same
+        // namespaces either way, unless the edit now fails (a drop whose namespace is gone),
+        // which may be because ours landed.
+        let mut expired = None;
         for _ in 0..MAX_COMMIT_ATTEMPTS {
             let (head, floor) = self.find_head().await?;
             let mut next = head
                 .as_ref()
                 .map(|s| s.version.clone())
                 .unwrap_or_else(CatalogVersion::empty);
-            edit(&mut next)?;
+            if let Err(e) = edit(&mut next) {
+                return Err(match expired {
+                    Some(version) => LakeError::CommitOutcomeUnknown {
+                        version,
+                        detail: format!(
+                            "version {version} landed and expired before this writer could tell whether it was in the log; applied again on the head, the change now fails ({e})"
+                        ),
+                    },
+                    None => e,
+                });
+            }
             next.changed = Vec::new();
             last = next.version + 1;
             let next = stamp(next, "namespace", message, &BTreeMap::new());
-            if let Written::Won(s) = self.write_next(head.as_deref(), floor, next).await? {
-                return Ok(s.version.version);
+            match self.write_next(head.as_deref(), floor, next).await? {
+                Written::Won(s) => return Ok(s.version.version),
+                Written::Expired { version } => expired = Some(version),
+                Written::Lost { .. } => {}
             }
         }
         Err(LakeError::TooManyRetries {

@@ -600,3 +600,37 @@ async fn a_version_put_after_its_number_expired_is_retried_when_the_table_shows_
     assert_eq!(ids(&x.scan(&At::Main).await.unwrap()), vec![0, 1]);
     assert_head_reads(&s).await;
 }
+
+/// A namespace drop whose version was built on and expired before its writer looked: applied
+/// again, the drop finds no namespace, which may be its own doing: an unknown outcome, not
+/// "no such namespace".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_namespace_drop_built_on_then_expired_is_an_unknown_outcome() {
+    let s = store();
+    let a = open(&s);
+    a.set_namespace("z", BTreeMap::new()).await.unwrap();
+    a.set_namespace("w", BTreeMap::new()).await.unwrap();
+    let s1 = open(&s);
+    assert_eq!(s1.head().await.unwrap().version, 2);
+    let gate = Gate::new();
+    s.inject(
+        Op::Put,
+        &version_path(3),
+        Fault::PauseAfter(gate.clone()),
+        1,
+    );
+    let writer = s1.clone();
+    let first = tokio::spawn(async move { writer.drop_namespace("z").await });
+    gate.reached().await;
+    for ns in ["u", "v"] {
+        a.set_namespace(ns, BTreeMap::new()).await.unwrap();
+    }
+    assert_eq!(a.expire_versions(1).await.unwrap(), vec![1, 2, 3, 4]);
+    gate.release();
+    match first.await.unwrap() {
+        Err(LakeError::CommitOutcomeUnknown { version: 3, .. }) => {}
+        other => panic!("expected an unknown outcome for version 3, got {other:?}"),
+    }
+    let head = open(&s).head().await.unwrap();
+    assert!(!head.namespaces.contains_key("z"), "the drop had landed");
+}
