@@ -896,7 +896,7 @@ fn the_prompt_is_quiet_and_helpful() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains(
-            "bronze.orders has nothing at main yet (nothing published): try --branch audit"
+            "bronze.orders has nothing at main (nothing of it published yet, or emptied by a rollback to before it was first written): try --branch audit"
         ),
         "{}",
         stderr(&o)

@@ -940,7 +940,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     .collect();
                 if !empty.is_empty() {
                     eprintln!(
-                        "note: {} has nothing at main yet (nothing published): try --branch audit",
+                        "note: {} has nothing at main (nothing of it published yet, or emptied by a rollback to before it was first written): try --branch audit",
                         empty.join(", ")
                     );
                 }
