@@ -30,7 +30,7 @@
 //! |-------------------|-----------------------|----------------------------------------------------------------|
 //! | `file`            | string, required      | the landing file, relative to `landing/`                         |
 //! | `source`          | string, required      | `orders`, `payments`, `fx_rates` or `settlements`                |
-//! | `status`          | string, required      | `tapped` (its lines are in bronze), `duplicate` (a re-send) or `changed` (rewritten in place) |
+//! | `status`          | string, required      | `tapped` (its lines are in bronze), `duplicate` (a re-send), `changed` (rewritten in place) or `verified` (hashed again, unchanged) |
 //! | `sha256`          | string, required      | the hex sha256 of its bytes: the file's identity                 |
 //! | `bytes`           | long, required        | its size                                                         |
 //! | `lines`           | long, required        | how many lines it holds (for a duplicate: lines not taken again) |
@@ -42,8 +42,10 @@
 //! | `tapped_at`       | timestamptz, required | when that run started                                            |
 //! | `through`         | timestamptz, required | that run's `--through`                                           |
 //!
-//! A file name has more than one row only when the file was rewritten in place after it was
-//! recorded: each later version is a `changed` row with its own `sha256`. Its new lines are in
+//! A file name has more than one row when the file was rewritten in place after it was
+//! recorded: each later version is a `changed` row with its own `sha256`. A `verified` row (the
+//! same `sha256`, no lines taken) says a tap hashed a file again and found its recorded bytes: a
+//! file recorded within a minute of its last write is hashed again until a tap records it so. Its new lines are in
 //! `bronze.<source>` next to the old ones (the same `_landing_file`, another `_file_sha256`), in
 //! the snapshot the row names; when the new bytes are those of a file already tapped, the row
 //! names that file in `original_file` instead and no lines are taken again. The row with the
@@ -73,6 +75,11 @@ pub const STATUS_DUPLICATE: &str = "duplicate";
 /// `status` of a new version of a recorded landing file: the same name, rewritten in place with
 /// other bytes after the tap recorded it.
 pub const STATUS_CHANGED: &str = "changed";
+
+/// `status` of a recorded landing file hashed again and found unchanged: it had been recorded
+/// within [`crate::tap::MTIME_SLACK`] of its last write, so every tap would hash it again; this
+/// row, taken when its write is safely older than the run, settles it (see `crate::tap`).
+pub const STATUS_VERIFIED: &str = "verified";
 
 /// Snapshot summary and catalog properties a tap writes.
 pub mod props {

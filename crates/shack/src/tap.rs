@@ -39,6 +39,10 @@
 //! file system clocks). A rewrite that keeps both the size and an old modification time (a copy
 //! that preserves times, e.g. `cp -p`) is therefore not seen, as with `make` or `rsync`. A
 //! recorded file that has since disappeared is left alone too: its lines are in bronze already.
+//! A file recorded within the slack of its last write (tapped as it landed) is hashed again by
+//! later taps; the first one that finds its bytes unchanged once that write is safely older than
+//! the run records it (`verified`) when it commits, so a tap's reading follows what is new, not
+//! how many files were ever tapped soon after they landed.
 //!
 //! ## The grace period
 //! Orphan removal cannot tell a crashed tap's files from those of a writer that is still
@@ -68,7 +72,9 @@ use lake::{At, Catalog, LakeError, Replace, Table, TableChange};
 use serde::Serialize;
 use sugarbush::{LandedFile, Progress, Seen, Source};
 
-use crate::bronze::{self, LANDING_FILES, STATUS_CHANGED, STATUS_DUPLICATE, STATUS_TAPPED, props};
+use crate::bronze::{
+    self, LANDING_FILES, STATUS_CHANGED, STATUS_DUPLICATE, STATUS_TAPPED, STATUS_VERIFIED, props,
+};
 use crate::error::{Result, ShackError};
 use crate::lines::{self, LineReader, Lineage, RowBuffer};
 
@@ -352,10 +358,16 @@ impl Recorded {
             // No modification times here: only the hash can tell.
             return true;
         };
-        let modified_us = DateTime::<Utc>::from(modified).timestamp_micros();
-        let slack_us = i64::try_from(MTIME_SLACK.as_micros()).unwrap_or(i64::MAX);
-        modified_us > self.tapped_at_us.saturating_sub(slack_us)
+        !written_before(modified, self.tapped_at_us)
     }
+}
+
+/// Whether a file last modified at `modified` was written at least [`MTIME_SLACK`] before the
+/// instant `us` (µs since the epoch): a hash taken at `us` is of its final bytes.
+fn written_before(modified: std::time::SystemTime, us: i64) -> bool {
+    let modified_us = DateTime::<Utc>::from(modified).timestamp_micros();
+    let slack_us = i64::try_from(MTIME_SLACK.as_micros()).unwrap_or(i64::MAX);
+    modified_us <= us.saturating_sub(slack_us)
 }
 
 impl Known {
@@ -616,7 +628,26 @@ pub(crate) async fn tap_as(
         for ((f, previous_sha256), d) in files.into_iter().zip(digests) {
             let d = d?;
             if previous_sha256.as_deref() == Some(d.sha256.as_str()) {
-                // Touched, not changed: the recorded bytes.
+                // Touched, not changed: the recorded bytes. Once its last write is safely
+                // older than this run, recording that settles it: later taps leave it alone
+                // rather than hash it on every run (a file tapped within a minute of landing).
+                if f.seen
+                    .as_ref()
+                    .and_then(|s| s.modified)
+                    .is_some_and(|m| written_before(m, tapped_at.timestamp_micros()))
+                {
+                    untapped.push(FileRecord {
+                        source,
+                        file: f.relative_name,
+                        status: STATUS_VERIFIED,
+                        sha256: d.sha256,
+                        bytes: d.bytes,
+                        lines: d.lines,
+                        arrived_at: f.arrived_at,
+                        original_file: None,
+                        previous_sha256: None,
+                    });
+                }
                 progress.inc(1);
                 continue;
             }
@@ -747,7 +778,9 @@ pub(crate) async fn tap_as(
         changed,
         catalog_version: None,
     };
-    if pending.is_empty() && untapped.is_empty() {
+    // Files only verified are recorded when the tap commits anyway: a commit of its own for
+    // them would make the same `through` twice write something.
+    if pending.is_empty() && untapped.iter().all(|r| r.status == STATUS_VERIFIED) {
         progress.message("nothing new has arrived");
         return Ok(report);
     }

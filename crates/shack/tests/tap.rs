@@ -1133,3 +1133,73 @@ async fn the_ledger_is_compacted_and_keeps_every_record() {
         .sum();
     assert_eq!(names.len(), landed, "every landed file recorded");
 }
+
+/// A file tapped within a minute of its last write (as a tap that runs when files land does) is
+/// hashed again by the next tap; once that write is safely older than the run, the tap records
+/// the file as `verified` with what it commits, and later taps leave it alone: what a tap reads
+/// follows what is new, not how many files were ever tapped as they landed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_tapped_as_it_landed_is_verified_once_then_left_alone() {
+    let l = Landing::new();
+    let t = utc(2026, 8, 1, 1, 0, 0);
+    let a = l.put(Source::Orders, t, "a", b"a1\n");
+    let lake = Lake::new();
+    // Tapped at T1, with its last write a few seconds before: within the slack.
+    let tap = |through| {
+        let lake = &lake;
+        let root = l.root();
+        async move {
+            let seen = Recorder::default();
+            let r = shack::tap(&lake.catalog, root, through, &TapOptions::default(), &seen)
+                .await
+                .expect("tap");
+            let total = *seen.total.lock().expect("total");
+            (r, total)
+        }
+    };
+    let (first, hashed) = tap(t).await;
+    assert_eq!((first.rows(), hashed), (1, 1));
+    let lf = lake.audit_rows(bronze::LANDING_FILES).await;
+    let t1 = DateTime::<Utc>::from_timestamp_micros(
+        lf[0]
+            .column_by_name("tapped_at")
+            .and_then(|c| {
+                c.as_any()
+                    .downcast_ref::<arrow_array::TimestampMicrosecondArray>()
+            })
+            .expect("tapped_at")
+            .value(0),
+    )
+    .expect("an instant");
+    set_mtime(
+        &l,
+        &a,
+        t1 - chrono::Duration::seconds(60) + chrono::Duration::microseconds(1),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+
+    // The next tap hashes it again, finds its bytes, and records that with its new file.
+    let b = l.put(Source::Orders, t, "b", b"b1\n");
+    set_mtime(&l, &b, t1 - chrono::Duration::hours(1));
+    let (second, hashed) = tap(t).await;
+    assert_eq!((second.rows(), hashed), (1, 2), "a hashed again, b new");
+    let statuses: Vec<String> = records_of(&lake, &a)
+        .await
+        .into_iter()
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(statuses, ["tapped", "verified"]);
+    assert!(second.changed.is_empty());
+
+    // Settled: the tap after reads only what is new.
+    let c = l.put(Source::Orders, t, "c", b"c1\n");
+    set_mtime(&l, &c, t1 - chrono::Duration::hours(1));
+    let (third, hashed) = tap(t).await;
+    assert_eq!((third.rows(), hashed), (1, 1), "only c");
+    assert_eq!(records_of(&lake, &a).await.len(), 2);
+    // And the same `through` again writes nothing.
+    let before = lake.refs().await;
+    let (again, hashed) = tap(t).await;
+    assert_eq!((again.rows(), hashed, again.catalog_version), (0, 0, None));
+    assert_eq!(lake.refs().await, before);
+}
