@@ -469,6 +469,27 @@ fn machine() -> (String, Value) {
             .ok()
             .filter(|o| o.status.success())
             .is_some_and(|o| !o.stdout.is_empty());
+    // A binary run directly (not through `cargo bench`, which builds it first) may be older
+    // than the checkout's HEAD: then the line cannot say which commit it measures.
+    let committed_s = Command::new("git")
+        .args(["log", "-1", "--format=%ct"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<u64>()
+                .ok()
+        });
+    let built_s = std::env::current_exe()
+        .and_then(std::fs::metadata)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    let stale = matches!((committed_s, built_s), (Some(c), Some(b)) if b < c);
     let profile = if cfg!(debug_assertions) {
         "dev"
     } else {
@@ -482,10 +503,10 @@ fn machine() -> (String, Value) {
         } else {
             format!(
                 " of {commit}{}",
-                if changed {
-                    " with uncommitted changes"
-                } else {
-                    ""
+                match (changed, stale) {
+                    (_, true) => " (the binary predates that commit: built from an earlier tree)",
+                    (true, false) => " with uncommitted changes",
+                    (false, false) => "",
                 }
             )
         }
@@ -497,6 +518,7 @@ fn machine() -> (String, Value) {
         "load_at_start": load,
         "profile": profile,
         "commit": commit,
+        "binary_predates_commit": stale,
         "rust_lib_backtrace": lib_backtrace,
     });
     (text, v)
