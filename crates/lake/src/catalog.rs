@@ -453,7 +453,12 @@ impl Catalog {
     /// writer took the version first, re-reads the log: when none of our tables moved, it commits
     /// on the new base; when one did, it returns [`LakeError::Conflict`] naming the table. When
     /// the store leaves the outcome in doubt and reading the version back cannot settle it, it
-    /// returns [`LakeError::CommitOutcomeUnknown`] and deletes nothing it wrote.
+    /// returns [`LakeError::CommitOutcomeUnknown`] and deletes nothing it wrote. When its version
+    /// landed but was expired, with the one after it, before this writer could look (it may
+    /// have been built on), the tables it changed settle whether it was in the log: their
+    /// metadata logs name ours (done: the version it had) or show another writer's commit right
+    /// after the metadata we started from (retried as above); when neither is left to read, the
+    /// outcome is unknown rather than risk applying the change twice.
     pub async fn commit(
         &self,
         changes: Vec<TableChange>,
