@@ -890,7 +890,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     p.as_of.format("%Y-%m-%d %H:%M UTC")
                 ));
             }
-            let ctx = lake.sql(*version, &at).await?;
+            let mut ctx = lake.sql(*version, &at).await?;
+            if let Some(n) = published.as_ref().and_then(|p| p.publish_number) {
+                name_unpublished(&mut ctx.skipped, n);
+            }
             for (name, why) in &ctx.unreadable {
                 progress::note(&format!("{name} is left out: {why}"));
             }
@@ -1732,9 +1735,28 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Tables a publish's tag is missing from were not part of it: every table a publish moved
+/// carries its tag, so a table without one was first written after that publish (or emptied by
+/// a rollback to before it). Said so, rather than "no branch or tag named publish-N".
+fn name_unpublished(skipped: &mut [(String, String)], publish: u64) {
+    for (_, why) in skipped.iter_mut() {
+        *why = format!("it was first written after publish {publish}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_missing_from_a_publish_was_first_written_after_it() {
+        let mut skipped = vec![(
+            "silver.settlements".to_string(),
+            "table silver.settlements has no branch or tag named \"publish-1\"".to_string(),
+        )];
+        name_unpublished(&mut skipped, 1);
+        assert_eq!(skipped[0].1, "it was first written after publish 1");
+    }
 
     #[test]
     fn a_duration_needs_its_unit_and_fits() {
