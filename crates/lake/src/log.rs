@@ -229,13 +229,7 @@ impl Catalog {
         let listed = storage::list(self.stores(), &dir).await?;
         let mut out: Vec<u64> = listed
             .iter()
-            .filter_map(|l| {
-                let name = l.location.rsplit('/').next()?;
-                name.strip_prefix('v')?
-                    .strip_suffix(".json")?
-                    .parse::<u64>()
-                    .ok()
-            })
+            .filter_map(|l| version_number(&l.location))
             .collect();
         out.sort_unstable();
         Ok(out)
@@ -288,6 +282,18 @@ impl Catalog {
         Ok(self.list_versions().await?.last().copied().unwrap_or(0))
     }
 
+    /// The highest version stored above `n` (`None`: none), by one listing that starts after
+    /// version `n`'s name: nothing follows the head, so normally it finds nothing.
+    async fn max_version_after(&self, n: u64) -> Result<Option<u64>> {
+        let dir = storage::join(&self.inner.catalog_url, "versions");
+        let listed = storage::list_after(self.stores(), &dir, &self.version_location(n)).await?;
+        Ok(listed
+            .iter()
+            .filter_map(|l| version_number(&l.location))
+            .filter(|v| *v > n)
+            .max())
+    }
+
     /// The newest version (`None` for the empty catalog) and the floor read after finding it.
     ///
     /// Probes with HEAD requests from the newest version this handle knows (else the hint, else
@@ -305,11 +311,16 @@ impl Catalog {
                 None => (self.list_max_version().await?, true),
             },
         };
+        // Probes from the hint stop at a hole in the log (a version deleted outside lake),
+        // and would take a version below it for the head: one listing past where they stopped
+        // finds any version beyond (a handle's own newest version needs no such check).
+        let mut look_past = cached.is_none() && !checked;
         for _ in 0..HEAD_ATTEMPTS {
             if !checked && from > 0 && !self.version_present(from).await? {
                 // A stale guess: a hint past the end of the log, or an expired version.
                 let floor = self.floor().await?;
                 from = floor.max(self.list_max_version().await?);
+                look_past = false;
             }
             checked = false;
             let n = self.last_present_from(from).await?;
@@ -317,6 +328,14 @@ impl Catalog {
             if n < floor {
                 from = floor;
                 continue;
+            }
+            if look_past {
+                look_past = false;
+                if let Some(m) = self.max_version_after(n + 1).await? {
+                    from = m;
+                    checked = true;
+                    continue;
+                }
             }
             if n == 0 {
                 return Ok((None, floor));
@@ -518,6 +537,12 @@ fn unknown(n: u64, doing: &str, e: LakeError) -> LakeError {
         version: n,
         detail: format!("version {n} was written, then {doing} failed: {e}"),
     }
+}
+
+/// The `N` of a version file `…/versions/v<N>.json`.
+fn version_number(location: &str) -> Option<u64> {
+    let name = location.rsplit('/').next()?;
+    name.strip_prefix('v')?.strip_suffix(".json")?.parse().ok()
 }
 
 /// The `N` of a floor marker `…/versions/floor/f<N>`.

@@ -267,6 +267,28 @@ pub async fn list(stores: &Stores, dir: &str) -> Result<Vec<Listed>> {
         .collect())
 }
 
+/// The objects under `dir` whose location sorts after `after` (a location under `dir`): a
+/// listing that starts past it (S3's `start-after`), so when nothing follows it costs one
+/// request however much sorts before.
+pub async fn list_after(stores: &Stores, dir: &str, after: &str) -> Result<Vec<Listed>> {
+    let url = parse_location(dir)?;
+    let (store, path) = stores.resolve(dir)?;
+    let (_, offset) = stores.resolve(after)?;
+    let prefix = format!("{}://{}", url.scheme(), url.authority());
+    let metas: Vec<_> = store
+        .list_with_offset(Some(&path), &offset)
+        .try_collect()
+        .await
+        .map_err(|e| LakeError::store(dir, e))?;
+    Ok(metas
+        .into_iter()
+        .map(|m| Listed {
+            location: format!("{prefix}/{}", m.location),
+            last_modified: m.last_modified,
+        })
+        .collect())
+}
+
 /// Iceberg storage over [`Stores`].
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LakeStorage {

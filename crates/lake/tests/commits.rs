@@ -569,10 +569,11 @@ async fn metadata_built_by_the_caller_commits_by_compare_and_swap() {
     assert!(after.stage_metadata(other.metadata().clone()).is_err());
 }
 
-/// A version deleted from the middle of the log (by hand, or a damaged store) and a hint that
-/// points below the hole: a writer that takes the version before the hole for the head writes
-/// into it. It is refused (`LogGap`) and its version taken back, instead of reported committed
-/// behind the real head, where no reader would ever see it.
+/// A version deleted from the middle of the log (by hand, or a damaged store). A fresh writer
+/// whose hint points below the hole finds the real head past it (one listing) and commits on
+/// top. A handle whose own newest version lies just below a hole takes that version for the
+/// head and writes into the hole: it is refused (`LogGap`) and its version taken back, instead
+/// of reported committed behind the real head, where no reader would ever see it.
 #[tokio::test]
 async fn a_commit_into_a_hole_in_the_log_is_refused_not_lost() {
     let dir = tempfile::tempdir().unwrap();
@@ -596,35 +597,41 @@ async fn a_commit_into_a_hole_in_the_log_is_refused_not_lost() {
             .join("catalog/versions")
             .join(format!("v{n:020}.json"))
     };
+    let row = |k: i64| [batch(k..k + 1, "2026-08-01")];
     std::fs::remove_file(version(2)).unwrap();
     std::fs::write(dir.path().join("catalog/version-hint.txt"), "1").unwrap();
     let fresh = open();
-    let err = fresh
-        .append(
-            "bronze.t",
-            "main",
-            &[batch(9..10, "2026-08-01")],
-            BTreeMap::new(),
-        )
+    let done = fresh
+        .append("bronze.t", "main", &row(9), BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(done.version, 5, "on the real head, past the hole");
+
+    // `c` last saw version 4; another writer adds 6 on 5, and 5 is then deleted.
+    fresh
+        .append("bronze.t", "main", &row(10), BTreeMap::new())
+        .await
+        .unwrap();
+    std::fs::remove_file(version(5)).unwrap();
+    let err = c
+        .append("bronze.t", "main", &row(11), BTreeMap::new())
         .await
         .unwrap_err();
     assert!(
         matches!(
             err,
             LakeError::LogGap {
-                version: 2,
-                next: 3
+                version: 5,
+                next: 6
             }
         ),
         "{err}"
     );
     assert!(
-        !version(2).exists(),
+        !version(5).exists(),
         "the write into the hole was taken back"
     );
-    // The real head still reads, without the refused row (found by listing: the stale hint
-    // would stop at the hole, which `verify` reports).
-    std::fs::remove_file(dir.path().join("catalog/version-hint.txt")).unwrap();
+    // The real head still reads, without the refused row.
     let t = open().table("bronze.t").await.unwrap();
-    assert_eq!(ids(&t.scan(&At::Main).await.unwrap()), vec![0, 1, 2]);
+    assert_eq!(ids(&t.scan(&At::Main).await.unwrap()), vec![0, 1, 2, 9, 10]);
 }

@@ -634,3 +634,39 @@ async fn a_namespace_drop_built_on_then_expired_is_an_unknown_outcome() {
     let head = open(&s).head().await.unwrap();
     assert!(!head.namespaces.contains_key("z"), "the drop had landed");
 }
+
+/// A fresh handle whose hint lies below a hole in the log (a version file deleted outside lake)
+/// finds the real head past the hole, not the version before it; one listing pays for that,
+/// and only when the head was looked for from the hint.
+#[tokio::test]
+async fn a_reader_from_a_hint_below_a_hole_in_the_log_finds_the_head_past_it() {
+    let s = store();
+    let c = setup(&s).await;
+    for k in 0..4 {
+        c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    assert_eq!(c.head().await.unwrap().version, 6);
+    s.delete(&Path::from(version_path(3))).await.unwrap();
+    s.put(
+        &Path::from("catalog/version-hint.txt"),
+        bytes::Bytes::from("1").into(),
+    )
+    .await
+    .unwrap();
+    s.reset_calls();
+    let fresh = open(&s);
+    assert_eq!(fresh.head().await.unwrap().version, 6);
+    assert_eq!(s.calls(Op::Get, VERSIONS), 1, "only the head is read");
+    // With the head known, no listing of the versions.
+    s.reset_calls();
+    assert_eq!(fresh.head().await.unwrap().version, 6);
+    assert_eq!(s.calls(Op::List, VERSIONS), 0);
+    // What it reads is the head's: every row.
+    let t = fresh.table("bronze.t").await.unwrap();
+    assert_eq!(
+        ids(&t.scan(&At::Main).await.unwrap()),
+        vec![0, 0, 1, 1, 2, 2, 3]
+    );
+}
