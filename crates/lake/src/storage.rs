@@ -250,33 +250,28 @@ pub struct Listed {
 
 /// List every object under a directory location (recursively).
 pub async fn list(stores: &Stores, dir: &str) -> Result<Vec<Listed>> {
-    let url = parse_location(dir)?;
-    let (store, path) = stores.resolve(dir)?;
-    let prefix = format!("{}://{}", url.scheme(), url.authority());
-    let metas: Vec<_> = store
-        .list(Some(&path))
-        .try_collect()
-        .await
-        .map_err(|e| LakeError::store(dir, e))?;
-    Ok(metas
-        .into_iter()
-        .map(|m| Listed {
-            location: format!("{prefix}/{}", m.location),
-            last_modified: m.last_modified,
-        })
-        .collect())
+    list_from(stores, dir, None).await
 }
 
 /// The objects under `dir` whose location sorts after `after` (a location under `dir`): a
 /// listing that starts past it (S3's `start-after`), so when nothing follows it costs one
 /// request however much sorts before.
 pub async fn list_after(stores: &Stores, dir: &str, after: &str) -> Result<Vec<Listed>> {
+    list_from(stores, dir, Some(after)).await
+}
+
+async fn list_from(stores: &Stores, dir: &str, after: Option<&str>) -> Result<Vec<Listed>> {
     let url = parse_location(dir)?;
     let (store, path) = stores.resolve(dir)?;
-    let (_, offset) = stores.resolve(after)?;
     let prefix = format!("{}://{}", url.scheme(), url.authority());
-    let metas: Vec<_> = store
-        .list_with_offset(Some(&path), &offset)
+    let listing = match after {
+        Some(after) => {
+            let (_, offset) = stores.resolve(after)?;
+            store.list_with_offset(Some(&path), &offset)
+        }
+        None => store.list(Some(&path)),
+    };
+    let metas: Vec<_> = listing
         .try_collect()
         .await
         .map_err(|e| LakeError::store(dir, e))?;

@@ -455,22 +455,33 @@ async fn one_table_twice_and_a_missing_data_file_have_their_own_errors() {
     assert_eq!(assert_head_reads(&s).await.version, 2);
 }
 
-#[tokio::test]
-async fn the_head_is_found_by_probing_and_reading_only_the_last_version() {
-    let s = store();
-    let c = setup(&s).await;
+/// `bronze.t` created and appended to: catalog versions 1 to 6, rows 0, 0, 1, 1, 2, 2, 3.
+async fn six_versions(s: &FaultyStore) -> Catalog {
+    let c = setup(s).await;
     for k in 0..4 {
         c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
             .await
             .unwrap();
     }
-    // A hint that lags far behind (as after writers that crashed before updating it).
+    c
+}
+
+/// Overwrite the version hint.
+async fn hint(s: &FaultyStore, n: u64) {
     s.put(
         &Path::from("catalog/version-hint.txt"),
-        bytes::Bytes::from("1").into(),
+        bytes::Bytes::from(n.to_string()).into(),
     )
     .await
     .unwrap();
+}
+
+#[tokio::test]
+async fn the_head_is_found_by_probing_and_reading_only_the_last_version() {
+    let s = store();
+    let c = six_versions(&s).await;
+    // A hint that lags far behind (as after writers that crashed before updating it).
+    hint(&s, 1).await;
     s.reset_calls();
     let fresh = open(&s);
     assert_eq!(fresh.head().await.unwrap().version, 6);
@@ -641,20 +652,10 @@ async fn a_namespace_drop_built_on_then_expired_is_an_unknown_outcome() {
 #[tokio::test]
 async fn a_reader_from_a_hint_below_a_hole_in_the_log_finds_the_head_past_it() {
     let s = store();
-    let c = setup(&s).await;
-    for k in 0..4 {
-        c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
-            .await
-            .unwrap();
-    }
+    let c = six_versions(&s).await;
     assert_eq!(c.head().await.unwrap().version, 6);
     s.delete(&Path::from(version_path(3))).await.unwrap();
-    s.put(
-        &Path::from("catalog/version-hint.txt"),
-        bytes::Bytes::from("1").into(),
-    )
-    .await
-    .unwrap();
+    hint(&s, 1).await;
     s.reset_calls();
     let fresh = open(&s);
     assert_eq!(fresh.head().await.unwrap().version, 6);
