@@ -690,14 +690,18 @@ impl Catalog {
             // A table of ours moved: if our expired version had been in the log, that is our
             // own change, and committing it again would apply it twice (an append's files
             // named twice). Settle it from the tables' metadata logs first.
-            let moved = changes.iter().any(|c| {
-                head_version
-                    .tables
-                    .get(&c.table.to_string())
-                    .map(|e| e.metadata_location.as_str())
-                    != c.base.as_deref()
-            });
-            if let (true, Some(n)) = (moved, expired) {
+            let moved = || {
+                changes.iter().any(|c| {
+                    head_version
+                        .tables
+                        .get(&c.table.to_string())
+                        .map(|e| e.metadata_location.as_str())
+                        != c.base.as_deref()
+                })
+            };
+            if let Some(n) = expired
+                && moved()
+            {
                 match self
                     .settle_expired(changes, new_locations, &head_version)
                     .await

@@ -441,7 +441,8 @@ impl Catalog {
         }
         // Above the floor, a version after ours that does not follow from it: ours filled a
         // hole in the log below the real head (a version deleted outside lake), from a head
-        // found short of it (a stale hint stops at the hole). Reported as a success, the
+        // found short of it (a handle whose newest version lies just below the hole). Reported
+        // as a success, the
         // commit would be lost behind the head: take it back and refuse.
         if next_follows == Some(false) {
             let _ = storage::delete(self.stores(), &self.version_location(n)).await;

@@ -526,10 +526,7 @@ pub async fn stage_boil(
             let read = read_where(&silver[name], branch, &["event_id"], filter.clone()).await?;
             silver_rows_read += read.rows();
             progress.message(&read.describe("payment ids"));
-            for b in &read.batches {
-                let ids = tables::strs(name, b, "event_id")?;
-                seen.extend((0..ids.len()).map(|i| ids.value(i).to_string()));
-            }
+            add_ids(&mut seen, name, &read.batches)?;
             let unanswered: HashSet<&str> = payments
                 .iter()
                 .map(|p| p.event.event_id.as_str())
@@ -552,10 +549,7 @@ pub async fn stage_boil(
                     .map_err(|e| ShackError::lake(name, e))?;
                 silver_rows_read += found.rows_read;
                 progress.message(&describe_lookup(&found, "payment", name));
-                for b in &found.batches {
-                    let ids = tables::strs(name, b, "event_id")?;
-                    seen.extend((0..ids.len()).map(|i| ids.value(i).to_string()));
-                }
+                add_ids(&mut seen, name, &found.batches)?;
             }
         }
     }
@@ -1289,7 +1283,15 @@ pub(crate) fn day_ranges(stamps: impl Iterator<Item = i64>) -> Vec<(i64, i64)> {
     out
 }
 
-/// `column` (a timestamp) within one of `ranges`; `None` when there are none.
+/// Every `event_id` of `batches` (read from `table`) into `seen`.
+fn add_ids(seen: &mut HashSet<String>, table: &str, batches: &[RecordBatch]) -> Result<()> {
+    for b in batches {
+        let ids = tables::strs(table, b, "event_id")?;
+        seen.extend((0..ids.len()).map(|i| ids.value(i).to_string()));
+    }
+    Ok(())
+}
+
 /// What a lookup by id read, for the progress line: `read 1,024 order rows from 2 of 180 row
 /// groups in 2 of 90 data files of silver.orders, found 3`.
 fn describe_lookup(found: &lake::Lookup, rows: &str, table: &str) -> String {
@@ -1370,6 +1372,7 @@ async fn raw_lines(
     Ok(out)
 }
 
+/// `column` (a timestamp) within one of `ranges`; `None` when there are none.
 pub(crate) fn within(column: &str, ranges: &[(i64, i64)]) -> Option<Predicate> {
     ranges
         .iter()
