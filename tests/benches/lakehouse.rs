@@ -451,38 +451,24 @@ fn machine() -> (String, Value) {
         .ok()
         .and_then(|l| l.split_whitespace().next().map(String::from))
         .unwrap_or_default();
-    let commit = Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    // The commit is asked when the bench runs: a work tree with changes to tracked files may
-    // have built something else, and the line says so.
-    let changed = !commit.is_empty()
-        && Command::new("git")
-            .args(["status", "--porcelain", "--untracked-files=no"])
+    // What `git` prints in the checkout (`None`: no git, or it failed).
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .output()
             .ok()
             .filter(|o| o.status.success())
-            .is_some_and(|o| !o.stdout.is_empty());
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_default();
+    // The commit is asked when the bench runs: a work tree with changes to tracked files may
+    // have built something else, and the line says so.
+    let changed = !commit.is_empty()
+        && git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.is_empty());
     // A binary run directly (not through `cargo bench`, which builds it first) may be older
     // than the checkout's HEAD: then the line cannot say which commit it measures.
-    let committed_s = Command::new("git")
-        .args(["log", "-1", "--format=%ct"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .trim()
-                .parse::<u64>()
-                .ok()
-        });
+    let committed_s = git(&["log", "-1", "--format=%ct"]).and_then(|o| o.parse::<u64>().ok());
     let built_s = std::env::current_exe()
         .and_then(std::fs::metadata)
         .and_then(|m| m.modified())
