@@ -559,6 +559,27 @@ fn time_travel_then_roll_back_then_run_forward() {
     rt().block_on(async {
         assert_one_publish(&open(dir), "after running forward").await;
     });
+
+    // Bronze tapped ahead of the mornings a season would play: none of them can publish (their
+    // as-of would show rows before those arrived), so nothing runs, `main` stays, and the
+    // season says so and fails rather than reporting success.
+    let o = sugarshack(dir, &["tap", "--through", "2026-08-20T12:00"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = sugarshack(dir, &["season", "--through", "2026-08-19T12:00"], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).starts_with("skipped 1 morning(s) before 2026-08-"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).starts_with(
+            "error: no morning was run: every one left is before a landing file bronze already holds; `main` stays as published as of 2026-08-18 12:00 UTC (`sugarshack run --through 2026-08-"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(net_cash_ok(dir, &[]), cash[2], "main did not move");
 }
 
 /// `sugarshack season` on an empty folder: generates the season, runs a morning at a time, the

@@ -139,7 +139,9 @@ enum Command {
     /// generate the season if the landing zone is empty, then `run` at noon UTC of every day,
     /// the story's August 17 morning first with only the old payments API parser (blocked) and
     /// then replayed with the new one (published). Resumes after the last publish; on a
-    /// finished lake it says so and changes nothing. Exit status as for `run`, of its last run.
+    /// finished lake it says so and changes nothing. Exit status as for `run`, of its last run;
+    /// 1 when every morning left was skipped (bronze already holds a file that arrived after
+    /// them: tapped ahead, or kept across a rollback), so nothing ran.
     ///
     /// Example: `sugarshack season --through 2026-08-20`.
     Season {
@@ -727,6 +729,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 say_raw!("{}", report.render_summary());
             } else {
                 say!("{}", serde_json::to_string_pretty(&report)?);
+            }
+            if let Some(arrived) = report.stuck_behind() {
+                let main = match report.last_as_of {
+                    Some(t) => format!(
+                        "`main` stays as published as of {}",
+                        t.format("%Y-%m-%d %H:%M UTC")
+                    ),
+                    None => "nothing is published".to_string(),
+                };
+                anyhow::bail!(
+                    "no morning was run: every one left is before a landing file bronze already holds; {main} (`sugarshack run --through {}` publishes what bronze holds)",
+                    arrived.format("%Y-%m-%dT%H:%M:%SZ")
+                );
             }
             if !report.ended_published() {
                 return Err(Blocked.into());

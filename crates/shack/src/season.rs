@@ -158,6 +158,16 @@ impl SeasonReport {
         }
     }
 
+    /// When every morning left was skipped (bronze already holds a file that arrived after the
+    /// last of them), the arrival a `run --through` must reach to publish it: nothing ran, and
+    /// `main` stays behind what bronze holds.
+    pub fn stuck_behind(&self) -> Option<DateTime<Utc>> {
+        match (&self.skipped, self.runs.is_empty()) {
+            (Some(k), true) => Some(k.arrived),
+            _ => None,
+        }
+    }
+
     /// The closing summary.
     pub fn render_summary(&self) -> String {
         let mut out = String::new();
