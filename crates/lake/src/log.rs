@@ -299,7 +299,11 @@ impl Catalog {
     /// Probes with HEAD requests from the newest version this handle knows (else the hint, else
     /// a listing; see [`Catalog::last_present_from`]), reads only the last version found, and
     /// checks the floor afterwards: the kept log is contiguous from the floor to the head, so
-    /// the version after which nothing follows is the head unless it lies below the floor.
+    /// the version after which nothing follows is the head unless it lies below the floor. A
+    /// log with a hole (a version deleted outside lake) is not contiguous: probes from the
+    /// handle's own version read the hint beside the floor, and a hint past where they stopped
+    /// sends one listing past it, so a long-lived handle does not read the version before the
+    /// hole for good.
     pub(crate) async fn find_head(&self) -> Result<(Option<Arc<Stored>>, u64)> {
         let cached = self.newest();
         // A guess from the cache needs no check that it exists: an expired one is below the
@@ -313,8 +317,12 @@ impl Catalog {
         };
         // Probes from the hint stop at a hole in the log (a version deleted outside lake),
         // and would take a version below it for the head: one listing past where they stopped
-        // finds any version beyond (a handle's own newest version needs no such check).
+        // finds any version beyond.
         let mut look_past = cached.is_none() && !checked;
+        // Probes from this handle's own newest version stop at such a hole too. The hint,
+        // read beside the floor (best effort: whoever commits writes it after its version),
+        // says when versions lie beyond where they stopped; then one listing finds them.
+        let mut consult_hint = cached.is_some();
         for _ in 0..HEAD_ATTEMPTS {
             if !checked && from > 0 && !self.version_present(from).await? {
                 // A stale guess: a hint past the end of the log, or an expired version.
@@ -324,10 +332,18 @@ impl Catalog {
             }
             checked = false;
             let n = self.last_present_from(from).await?;
-            let floor = self.floor().await?;
+            let (floor, hint) = if std::mem::take(&mut consult_hint) {
+                let (floor, hint) = futures::join!(self.floor(), self.read_hint());
+                (floor?, hint.ok().flatten())
+            } else {
+                (self.floor().await?, None)
+            };
             if n < floor {
                 from = floor;
                 continue;
+            }
+            if hint.is_some_and(|h| h > n) {
+                look_past = true;
             }
             if look_past {
                 look_past = false;

@@ -571,9 +571,11 @@ async fn metadata_built_by_the_caller_commits_by_compare_and_swap() {
 
 /// A version deleted from the middle of the log (by hand, or a damaged store). A fresh writer
 /// whose hint points below the hole finds the real head past it (one listing) and commits on
-/// top. A handle whose own newest version lies just below a hole takes that version for the
-/// head and writes into the hole: it is refused (`LogGap`) and its version taken back, instead
-/// of reported committed behind the real head, where no reader would ever see it.
+/// top; so does a long-lived handle whose own newest version lies just below the hole, told by
+/// the hint that versions lie beyond. Without that word (a hint that did not get written), such
+/// a handle takes its version for the head and writes into the hole: it is refused (`LogGap`)
+/// and its version taken back, instead of reported committed behind the real head, where no
+/// reader would ever see it.
 #[tokio::test]
 async fn a_commit_into_a_hole_in_the_log_is_refused_not_lost() {
     let dir = tempfile::tempdir().unwrap();
@@ -597,9 +599,10 @@ async fn a_commit_into_a_hole_in_the_log_is_refused_not_lost() {
             .join("catalog/versions")
             .join(format!("v{n:020}.json"))
     };
+    let hint = dir.path().join("catalog/version-hint.txt");
     let row = |k: i64| [batch(k..k + 1, "2026-08-01")];
     std::fs::remove_file(version(2)).unwrap();
-    std::fs::write(dir.path().join("catalog/version-hint.txt"), "1").unwrap();
+    std::fs::write(&hint, "1").unwrap();
     let fresh = open();
     let done = fresh
         .append("bronze.t", "main", &row(9), BTreeMap::new())
@@ -607,31 +610,54 @@ async fn a_commit_into_a_hole_in_the_log_is_refused_not_lost() {
         .unwrap();
     assert_eq!(done.version, 5, "on the real head, past the hole");
 
-    // `c` last saw version 4; another writer adds 6 on 5, and 5 is then deleted.
+    // `c` last saw version 4; another writer adds 6 on 5, and 5 is then deleted. `c` reads and
+    // writes at the real head, past the hole.
     fresh
         .append("bronze.t", "main", &row(10), BTreeMap::new())
         .await
         .unwrap();
     std::fs::remove_file(version(5)).unwrap();
-    let err = c
+    assert_eq!(c.head().await.unwrap().version, 6);
+    let t = c.table("bronze.t").await.unwrap();
+    assert_eq!(ids(&t.scan(&At::Main).await.unwrap()), vec![0, 1, 2, 9, 10]);
+    let done = c
         .append("bronze.t", "main", &row(11), BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(done.version, 7, "on the real head, past the hole");
+
+    // The same, but the hint was not updated past the hole: `c` last saw 7, another writer
+    // adds 8 and 9, 8 is deleted and the hint says 7.
+    for k in [12, 13] {
+        fresh
+            .append("bronze.t", "main", &row(k), BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    std::fs::remove_file(version(8)).unwrap();
+    std::fs::write(&hint, "7").unwrap();
+    let err = c
+        .append("bronze.t", "main", &row(14), BTreeMap::new())
         .await
         .unwrap_err();
     assert!(
         matches!(
             err,
             LakeError::LogGap {
-                version: 5,
-                next: 6
+                version: 8,
+                next: 9
             }
         ),
         "{err}"
     );
     assert!(
-        !version(5).exists(),
+        !version(8).exists(),
         "the write into the hole was taken back"
     );
     // The real head still reads, without the refused row.
     let t = open().table("bronze.t").await.unwrap();
-    assert_eq!(ids(&t.scan(&At::Main).await.unwrap()), vec![0, 1, 2, 9, 10]);
+    assert_eq!(
+        ids(&t.scan(&At::Main).await.unwrap()),
+        vec![0, 1, 2, 9, 10, 11, 12, 13]
+    );
 }
