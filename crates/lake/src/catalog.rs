@@ -682,7 +682,10 @@ impl Catalog {
         // and may have been built on before it expired (see `Written::Expired`).
         let mut expired: Option<u64> = None;
         for _attempt in 0..MAX_COMMIT_ATTEMPTS {
-            let (head, floor) = self.find_head().await.map_err(|e| fail(e, landed))?;
+            let (head, floor) = self
+                .find_head_for_commit()
+                .await
+                .map_err(|e| fail(e, landed))?;
             let head_version = head
                 .as_ref()
                 .map(|s| s.version.clone())
@@ -880,7 +883,7 @@ impl Catalog {
         // which may be because ours landed.
         let mut expired = None;
         for _ in 0..MAX_COMMIT_ATTEMPTS {
-            let (head, floor) = self.find_head().await?;
+            let (head, floor) = self.find_head_for_commit().await?;
             let mut next = head
                 .as_ref()
                 .map(|s| s.version.clone())

@@ -305,6 +305,17 @@ impl Catalog {
     /// sends one listing past it, so a long-lived handle does not read the version before the
     /// hole for good.
     pub(crate) async fn find_head(&self) -> Result<(Option<Arc<Stored>>, u64)> {
+        self.find_head_with(true).await
+    }
+
+    /// [`Catalog::find_head`] for a commit: without reading the hint, since a commit into a
+    /// hole is refused ([`LakeError::LogGap`]) after it lands, and a commit's own table reads
+    /// found the head with it. One small read less on every commit.
+    pub(crate) async fn find_head_for_commit(&self) -> Result<(Option<Arc<Stored>>, u64)> {
+        self.find_head_with(false).await
+    }
+
+    async fn find_head_with(&self, read_hint: bool) -> Result<(Option<Arc<Stored>>, u64)> {
         let cached = self.newest();
         // A guess from the cache needs no check that it exists: an expired one is below the
         // floor (the floor is raised before any deletion).
@@ -322,7 +333,7 @@ impl Catalog {
         // Probes from this handle's own newest version stop at such a hole too. The hint,
         // read beside the floor (best effort: whoever commits writes it after its version),
         // says when versions lie beyond where they stopped; then one listing finds them.
-        let mut consult_hint = cached.is_some();
+        let mut consult_hint = read_hint && cached.is_some();
         for _ in 0..HEAD_ATTEMPTS {
             if !checked && from > 0 && !self.version_present(from).await? {
                 // A stale guess: a hint past the end of the log, or an expired version.
