@@ -178,13 +178,10 @@ impl SeasonReport {
                 k.arrived.format("%Y-%m-%d %H:%M UTC"),
                 k.file
             ));
-            if self.runs.is_empty() {
-                out.push_str(&format!(
-                    "no morning left to run: `run --through {}` publishes it\n",
-                    k.arrived.format("%Y-%m-%dT%H:%M:%SZ")
-                ));
-                return out;
-            }
+        }
+        // Nothing ran: the caller reports it as an error naming the `run --through` to use.
+        if self.stuck_behind().is_some() {
+            return out;
         }
         if self.runs.is_empty() {
             out.push_str(&format!(
