@@ -40,6 +40,37 @@ fn table_name(t: &TableIdent) -> iceberg::Result<TableName> {
     TableName::parse(&format!("{}.{}", ns_name(t.namespace())?, t.name())).map_err(to_ice)
 }
 
+/// Commit one table's change as a catalog version of its own (`operation`, with the message
+/// "`verb` `name`") and return the table as that version holds it. `failed` maps the commit's
+/// error (creating a table turns a conflict into "it exists").
+async fn commit_one(
+    catalog: &Catalog,
+    name: TableName,
+    base: Option<String>,
+    kind: ChangeKind,
+    (operation, verb): (&str, &str),
+    failed: impl FnOnce(LakeError) -> iceberg::Error,
+) -> iceberg::Result<IcebergTable> {
+    let message = format!("{verb} {name}");
+    let change = TableChange {
+        table: name.clone(),
+        base,
+        kind,
+        snapshot_id: None,
+        added_files: Vec::new(),
+        refs: None,
+    };
+    let committed = catalog
+        .commit(vec![change], operation, &message, BTreeMap::new())
+        .await
+        .map_err(failed)?;
+    let t = catalog
+        .table_at_version(&name.to_string(), committed.version)
+        .await
+        .map_err(to_ice)?;
+    Ok(t.iceberg().clone())
+}
+
 #[async_trait]
 impl iceberg::Catalog for Catalog {
     async fn list_namespaces(
@@ -154,31 +185,19 @@ impl iceberg::Catalog for Catalog {
         let md = TableMetadataBuilder::from_table_creation(creation)?
             .build()?
             .metadata;
-        let change = TableChange {
-            table: name.clone(),
-            base: None,
-            kind: ChangeKind::Update(Box::new(md)),
-            snapshot_id: None,
-            added_files: Vec::new(),
-            refs: None,
-        };
-        let committed = self
-            .commit(
-                vec![change],
-                "create-table",
-                &format!("create {name}"),
-                BTreeMap::new(),
-            )
-            .await
-            .map_err(|e| match e {
-                LakeError::Conflict { .. } => to_ice(LakeError::TableExists(name.to_string())),
+        let exists = name.to_string();
+        commit_one(
+            self,
+            name,
+            None,
+            ChangeKind::Update(Box::new(md)),
+            ("create-table", "create"),
+            |e| match e {
+                LakeError::Conflict { .. } => to_ice(LakeError::TableExists(exists)),
                 e => to_ice(e),
-            })?;
-        let t = self
-            .table_at_version(&name.to_string(), committed.version)
-            .await
-            .map_err(to_ice)?;
-        Ok(t.iceberg().clone())
+            },
+        )
+        .await
     }
 
     async fn load_table(&self, table: &TableIdent) -> iceberg::Result<IcebergTable> {
@@ -289,28 +308,15 @@ impl iceberg::Catalog for Catalog {
         self.read_metadata(&name, &metadata_location)
             .await
             .map_err(to_ice)?;
-        let change = TableChange {
-            table: name.clone(),
-            base: None,
-            kind: ChangeKind::Register(metadata_location),
-            snapshot_id: None,
-            added_files: Vec::new(),
-            refs: None,
-        };
-        let c = self
-            .commit(
-                vec![change],
-                "register-table",
-                &format!("register {name}"),
-                BTreeMap::new(),
-            )
-            .await
-            .map_err(to_ice)?;
-        let t = self
-            .table_at_version(&name.to_string(), c.version)
-            .await
-            .map_err(to_ice)?;
-        Ok(t.iceberg().clone())
+        commit_one(
+            self,
+            name,
+            None,
+            ChangeKind::Register(metadata_location),
+            ("register-table", "register"),
+            to_ice,
+        )
+        .await
     }
 
     async fn update_table(&self, commit: TableCommit) -> iceberg::Result<IcebergTable> {
@@ -318,27 +324,14 @@ impl iceberg::Catalog for Catalog {
         let current = self.table(&name.to_string()).await.map_err(to_ice)?;
         let base = current.metadata_location().to_string();
         let staged = commit.apply(current.iceberg().clone())?;
-        let change = TableChange {
-            table: name.clone(),
-            base: Some(base),
-            kind: ChangeKind::Update(Box::new(staged.metadata().clone())),
-            snapshot_id: None,
-            added_files: Vec::new(),
-            refs: None,
-        };
-        let c = self
-            .commit(
-                vec![change],
-                "update-table",
-                &format!("update {name}"),
-                BTreeMap::new(),
-            )
-            .await
-            .map_err(to_ice)?;
-        let t = self
-            .table_at_version(&name.to_string(), c.version)
-            .await
-            .map_err(to_ice)?;
-        Ok(t.iceberg().clone())
+        commit_one(
+            self,
+            name,
+            Some(base),
+            ChangeKind::Update(Box::new(staged.metadata().clone())),
+            ("update-table", "update"),
+            to_ice,
+        )
+        .await
     }
 }

@@ -29,11 +29,21 @@ async fn iceberg_tooling_uses_the_file_catalog() {
     let ice_schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&schema()).unwrap();
     let creation = iceberg::TableCreation::builder()
         .name("orders".into())
-        .schema(ice_schema)
+        .schema(ice_schema.clone())
         .build();
     let t = iceberg::Catalog::create_table(&c, &ns, creation)
         .await
         .unwrap();
+    assert_eq!(c.head().await.unwrap().operation, "create-table");
+    // A second create of the same name is refused the way iceberg-rust's callers expect.
+    let again = iceberg::TableCreation::builder()
+        .name("orders".into())
+        .schema(ice_schema)
+        .build();
+    let err = iceberg::Catalog::create_table(&c, &ns, again)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), iceberg::ErrorKind::TableAlreadyExists, "{err}");
     let ident = TableIdent::new(ns.clone(), "orders".into());
     assert!(c.table_exists(&ident).await.unwrap());
     assert_eq!(
