@@ -43,6 +43,7 @@ use object_store::{
 };
 
 use crate::error::{LakeError, Result};
+use crate::storage::INLINE_BYTES;
 
 /// At most this many threads flush files at once.
 const SYNC_THREADS: usize = 8;
@@ -278,17 +279,17 @@ impl ObjectStore for SyncedLocal {
             PutMode::Create => Some(true),
             PutMode::Update(_) => None,
         };
+        let path = self.inner.path_to_filesystem(location)?;
         let r = match create {
             Some(create)
                 if payload.content_length() as u64 <= INLINE_BYTES
                     && opts.attributes.is_empty() =>
             {
-                let path = self.inner.path_to_filesystem(location)?;
                 put_here(&path, &payload, create)?
             }
             _ => self.inner.put_opts(location, payload, opts).await?,
         };
-        self.record(location);
+        self.durability.record(path);
         Ok(r)
     }
 
@@ -374,12 +375,6 @@ impl ObjectStore for SyncedLocal {
         Ok(())
     }
 }
-
-/// The largest object [`SyncedLocal`] writes or reads on the calling task. A small file in the
-/// page cache is written or read in microseconds, less than handing the work to one of tokio's
-/// blocking threads and waking the task again (what the local file system store does for every
-/// call); larger ones still go to a blocking thread.
-const INLINE_BYTES: u64 = 256 * 1024;
 
 fn local_error(path: &Path, e: std::io::Error) -> object_store::Error {
     let path = path.display().to_string();
@@ -517,7 +512,12 @@ fn get_here(
     let payload = match file {
         None => GetResultPayload::Stream(futures::stream::empty().boxed()),
         Some(file) if range.end - range.start <= INLINE_BYTES => {
-            let bytes = read_here(&file, &path, range.clone())?;
+            let bytes =
+                crate::storage::read_range(&file, range.clone(), &path.display().to_string())
+                    .map_err(|e| object_store::Error::Generic {
+                        store: "LocalFileSystem",
+                        source: Box::new(e),
+                    })?;
             GetResultPayload::Stream(futures::stream::once(async move { Ok(bytes) }).boxed())
         }
         Some(file) => GetResultPayload::File(file, path),
@@ -528,27 +528,6 @@ fn get_here(
         range,
         attributes: Default::default(),
     })
-}
-
-/// Exactly `range` of `file` (a file shorter than that is an error naming it).
-fn read_here(
-    file: &std::fs::File,
-    path: &Path,
-    range: std::ops::Range<u64>,
-) -> object_store::Result<Bytes> {
-    use std::io::{Read, Seek};
-    let len = usize::try_from(range.end - range.start).map_err(|_| {
-        local_error(
-            path,
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "range too large"),
-        )
-    })?;
-    let mut buf = vec![0u8; len];
-    let mut f = file;
-    f.seek(std::io::SeekFrom::Start(range.start))
-        .and_then(|_| f.read_exact(&mut buf))
-        .map_err(|e| local_error(path, e))?;
-    Ok(Bytes::from(buf))
 }
 
 /// A multipart write to a local file, remembered once it is complete.

@@ -417,15 +417,18 @@ impl FileRead for ObjectRead {
 /// footer, a bloom filter per row group, a column chunk per projected column), and a daily run
 /// reads a few thousand such ranges: this reader opens the file once when iceberg asks for a
 /// reader, then reads each range with a positioned read (`pread`) of the one handle. Ranges up to
-/// [`INLINE_READ_BYTES`] are read on the calling task (a page-cache hit costs microseconds, less
+/// [`INLINE_BYTES`] are read on the calling task (a page-cache hit costs microseconds, less
 /// than handing the work to a blocking thread and back); larger ones go to a blocking thread.
 struct LocalRead {
     file: Arc<std::fs::File>,
     location: String,
 }
 
-/// The largest range [`LocalRead`] reads without leaving the calling task.
-const INLINE_READ_BYTES: u64 = 256 * 1024;
+/// The largest local read or write done on the calling task: a range [`LocalRead`] reads, and a
+/// put or get of lake's local store ([`crate::durable::SyncedLocal`]). A small file in the page
+/// cache is read or written in microseconds, less than handing the work to one of tokio's
+/// blocking threads and waking the task again; larger ones go to a blocking thread.
+pub(crate) const INLINE_BYTES: u64 = 256 * 1024;
 
 impl LocalRead {
     fn open(path: std::path::PathBuf, location: &str) -> iceberg::Result<LocalRead> {
@@ -446,7 +449,11 @@ fn local_err(location: &str, e: std::io::Error) -> iceberg::Error {
 }
 
 /// Read exactly `range` of `file`, or say why not (a range past the end names the file's size).
-fn read_range(file: &std::fs::File, range: Range<u64>, location: &str) -> iceberg::Result<Bytes> {
+pub(crate) fn read_range(
+    file: &std::fs::File,
+    range: Range<u64>,
+    location: &str,
+) -> iceberg::Result<Bytes> {
     let len = range.end.checked_sub(range.start).ok_or_else(|| {
         iceberg::Error::new(
             iceberg::ErrorKind::DataInvalid,
@@ -493,7 +500,7 @@ fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result
 #[async_trait]
 impl FileRead for LocalRead {
     async fn read(&self, range: Range<u64>) -> iceberg::Result<Bytes> {
-        if range.end.saturating_sub(range.start) <= INLINE_READ_BYTES {
+        if range.end.saturating_sub(range.start) <= INLINE_BYTES {
             return read_range(&self.file, range, &self.location);
         }
         let file = self.file.clone();
@@ -591,7 +598,7 @@ mod tests {
         let path = dir.path().join("f.bin");
         let bytes: Vec<u8> = (0..=255u8)
             .cycle()
-            .take(INLINE_READ_BYTES as usize + 10)
+            .take(INLINE_BYTES as usize + 10)
             .collect();
         std::fs::write(&path, &bytes).unwrap();
         let location = Url::from_file_path(&path).unwrap().to_string();
