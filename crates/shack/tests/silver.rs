@@ -549,6 +549,8 @@ async fn payments_before_their_orders_warn_and_commit() {
     let landing = Landing::new();
     let at = utc(2026, 8, 2, 0, 0, 12);
     let v1 = r#"{"id":"evt_a","type":"charge.succeeded","api_version":"2025-11-01","created":1785628800,"data":{"object":{"id":"ch_a","order_id":"ord_nowhere","amount":500,"currency":"cad"}}}"#;
+    // The same event with its amount twice: which one the producer meant is not defined.
+    let twice = v1.replace(r#""amount":500"#, r#""amount":500,"amount":50000"#);
     let mut lines: Vec<u8> = Vec::new();
     for l in [
         v1.as_bytes(),
@@ -556,6 +558,7 @@ async fn payments_before_their_orders_warn_and_commit() {
         &v1.as_bytes()[..40],
         b"",
         b"\xff\xfegarbage",
+        twice.as_bytes(),
     ] {
         lines.extend_from_slice(l);
         lines.push(b'\n');
@@ -580,10 +583,12 @@ async fn payments_before_their_orders_warn_and_commit() {
         .expect("payments");
     assert_eq!(
         (p.rows_read, p.parsed, p.duplicates, p.quarantined),
-        (5, 1, 1, 3)
+        (6, 1, 1, 4)
     );
-    assert_eq!(p.reasons.get("unparseable_json"), Some(&2));
+    assert_eq!(p.reasons.get("unparseable_json"), Some(&1));
+    assert_eq!(p.reasons.get("empty_line"), Some(&1));
     assert_eq!(p.reasons.get("not_utf8"), Some(&1));
+    assert_eq!(p.reasons.get("duplicate_key"), Some(&1));
     let fx = r
         .sources
         .iter()

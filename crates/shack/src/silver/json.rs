@@ -7,6 +7,8 @@
 //! parser (`serde_json::from_str`) reads it, so what is JSON, the nesting limit and every error are
 //! exactly serde_json's; lookups answer as `Value`'s do (a repeated key: the last one wins, as
 //! `Value`'s map keeps it; an integer outside `i64` and any non-integer number are not `i64`).
+//! The boil does not let that rule decide: a line that repeats a key in any object
+//! ([`Json::repeated_key`]) is quarantined before anything is looked up in it.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -52,6 +54,32 @@ impl<'a> Json<'a> {
     pub(crate) fn as_i64(&self) -> Option<i64> {
         match self {
             Json::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// A key that some object in this value holds more than once, at any depth (`None`: the
+    /// keys of every object are distinct). Keys compare as decoded (`"a\u0062"` is `"ab"`).
+    /// A small object is checked pair by pair, a large one sorted: a line of many keys costs
+    /// `n log n`, not `n²`.
+    pub(crate) fn repeated_key(&self) -> Option<&str> {
+        match self {
+            Json::Array(items) => items.iter().find_map(Json::repeated_key),
+            Json::Object(entries) => {
+                let repeated = if entries.len() <= 16 {
+                    entries.iter().enumerate().find_map(|(i, (k, _))| {
+                        entries[..i]
+                            .iter()
+                            .any(|(e, _)| e == k)
+                            .then_some(k.as_ref())
+                    })
+                } else {
+                    let mut keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_ref()).collect();
+                    keys.sort_unstable();
+                    keys.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
+                };
+                repeated.or_else(|| entries.iter().find_map(|(_, v)| v.repeated_key()))
+            }
             _ => None,
         }
     }
@@ -213,6 +241,7 @@ pub(crate) mod tests {
         }
         let dup = parse(r#"{"k":1,"k":2}"#).unwrap();
         assert_eq!(dup.get("k").and_then(Json::as_i64), Some(2));
+        assert_eq!(dup.repeated_key(), Some("k"));
         let nums = parse(r#"{"u":18446744073709551615,"f":2.0,"i":-7}"#).unwrap();
         assert_eq!(nums.get("u").and_then(Json::as_i64), None);
         assert_eq!(nums.get("f").and_then(Json::as_i64), None);
@@ -231,5 +260,28 @@ pub(crate) mod tests {
             assert!(parse(bad).is_err(), "{bad}");
             assert!(serde_json::from_str::<Value>(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn finds_a_key_repeated_at_any_depth() {
+        for (raw, repeated) in [
+            (r#"{"a":1,"b":{"c":2,"d":[{"e":3},{"e":4}]}}"#, None),
+            (r#"{"a":1,"b":2,"a":3}"#, Some("a")),
+            (r#"{"a":{"x":1,"y":2,"x":3}}"#, Some("x")),
+            (r#"[1,{"a":[{"q":1,"q":1}]}]"#, Some("q")),
+            (r#"{"a\u0062":1,"ab":2}"#, Some("ab")),
+            (r#"{"A":1,"a":2}"#, None),
+            (r#"[{"a":1},{"a":2}]"#, None),
+            ("\"s\"", None),
+        ] {
+            assert_eq!(parse(raw).unwrap().repeated_key(), repeated, "{raw}");
+        }
+        // Large objects are sorted, not compared pair by pair: 100,000 distinct keys, then the
+        // same with the first key again at the end.
+        let keys: Vec<String> = (0..100_000).map(|i| format!("\"k{i}\":{i}")).collect();
+        let distinct = format!("{{{}}}", keys.join(","));
+        assert_eq!(parse(&distinct).unwrap().repeated_key(), None);
+        let again = format!("{{{},\"k0\":0}}", keys.join(","));
+        assert_eq!(parse(&again).unwrap().repeated_key(), Some("k0"));
     }
 }

@@ -23,6 +23,9 @@ pub enum Reason {
     NotUtf8,
     /// Not JSON (a receiver's truncated line, binary, nesting deeper than the parser allows).
     UnparseableJson,
+    /// JSON in which an object holds one key more than once (`{"amount":5,"amount":500}`):
+    /// which value the producer meant is not defined, so silver takes neither.
+    DuplicateKey,
     /// JSON, but not an object with the event's envelope (`api_version`, `type`, `id`,
     /// `created`; for orders `op` and `ts_ms`) of the right types.
     MissingEnvelope,
@@ -53,7 +56,7 @@ pub enum Reason {
     UnknownStatus,
     /// Orders: `created_at` or `updated_at` not an RFC 3339 instant.
     BadTimestamp,
-    /// CSV: an empty line.
+    /// An empty line, or one of nothing but whitespace (CSV or JSON lines).
     EmptyLine,
     /// CSV: not the number of fields the source's header has.
     WrongFieldCount,
@@ -70,9 +73,10 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 24] = [
+    pub const ALL: [Reason; 25] = [
         Reason::NotUtf8,
         Reason::UnparseableJson,
+        Reason::DuplicateKey,
         Reason::MissingEnvelope,
         Reason::UnsupportedApiVersion,
         Reason::UnknownEventType,
@@ -101,6 +105,7 @@ impl Reason {
         match self {
             Reason::NotUtf8 => "not_utf8",
             Reason::UnparseableJson => "unparseable_json",
+            Reason::DuplicateKey => "duplicate_key",
             Reason::MissingEnvelope => "missing_envelope",
             Reason::UnsupportedApiVersion => "unsupported_api_version",
             Reason::UnknownEventType => "unknown_event_type",
@@ -340,8 +345,20 @@ fn accepted(list: &[&'static str], s: &str) -> Option<&'static str> {
 const MIN_EPOCH_S: i64 = 946_684_800;
 const MAX_EPOCH_S: i64 = 4_102_444_800;
 
+/// One JSON line: an empty line, text that is not JSON, and JSON that repeats a key in any
+/// of its objects are each quarantined with their own reason.
 fn json_object(raw: &str) -> Result<Json<'_>, Reason> {
-    json::parse(raw).map_err(|_| Reason::UnparseableJson)
+    if raw
+        .trim_matches(|c| matches!(c, ' ' | '\t' | '\r' | '\n'))
+        .is_empty()
+    {
+        return Err(Reason::EmptyLine);
+    }
+    let j = json::parse(raw).map_err(|_| Reason::UnparseableJson)?;
+    if j.repeated_key().is_some() {
+        return Err(Reason::DuplicateKey);
+    }
+    Ok(j)
 }
 
 /// Read one `bronze.payments` line. `raw_is_utf8` is false when bronze flagged the line's bytes
@@ -743,7 +760,25 @@ mod tests {
     fn payment_reasons() {
         let cases: Vec<(String, Reason)> = vec![
             (V1_CHARGE[..60].to_string(), Reason::UnparseableJson),
-            (String::new(), Reason::UnparseableJson),
+            (String::new(), Reason::EmptyLine),
+            (" \t\r".into(), Reason::EmptyLine),
+            ("\u{a0}".into(), Reason::UnparseableJson),
+            // A repeated key, at the top or deep down, whichever value would be read.
+            (
+                V1_CHARGE.replace(r#""amount":8167"#, r#""amount":8167,"amount":81670"#),
+                Reason::DuplicateKey,
+            ),
+            (
+                V1_CHARGE.replace(r#""id":"evt_1","#, r#""id":"evt_1","id":"evt_2","#),
+                Reason::DuplicateKey,
+            ),
+            (
+                V1_CHARGE.replace(
+                    r#""currency":"usd""#,
+                    r#""currency":"usd","x":{"y":1,"y":1}"#,
+                ),
+                Reason::DuplicateKey,
+            ),
             ("[1,2]".into(), Reason::MissingEnvelope),
             (
                 V1_CHARGE.replace(r#""api_version":"2025-11-01","#, ""),
@@ -847,6 +882,14 @@ mod tests {
     fn order_reasons() {
         let cases: Vec<(String, Reason)> = vec![
             (ORDER_C[..40].to_string(), Reason::UnparseableJson),
+            ("\n".into(), Reason::EmptyLine),
+            (
+                ORDER_C.replace(
+                    r#""status":"created","#,
+                    r#""status":"created","status":"shipped","#,
+                ),
+                Reason::DuplicateKey,
+            ),
             ("\"c\"".into(), Reason::MissingEnvelope),
             (ORDER_C.replace(r#""op":"c","#, ""), Reason::MissingEnvelope),
             (
