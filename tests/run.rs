@@ -487,6 +487,13 @@ fn time_travel_then_roll_back_then_run_forward() {
     let empty = sugarshack(dir, &["tag", ""], &[]);
     assert_eq!(empty.status.code(), Some(1));
     assert_eq!(stderr(&empty), "error: a tag needs a name: \"\" is empty\n");
+    // A name `diff FROM..TO` could not address is refused before anything is written.
+    let ranged = sugarshack(dir, &["tag", "x..y"], &[]);
+    assert_eq!(ranged.status.code(), Some(1));
+    assert_eq!(
+        stderr(&ranged),
+        "error: \"x..y\" cannot name a tag: it holds \"..\", which `diff FROM..TO` reads as a range\n"
+    );
 
     let o = sugarshack(
         dir,

@@ -1443,6 +1443,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "{name:?} is reserved: main, audit, publish-<n> and rollback-<n>-… are the lake's own"
                 );
             }
+            if let Some(problem) = tag_name_problem(name) {
+                anyhow::bail!("{name:?} cannot name a tag: {problem}");
+            }
             let lake = open(&cli)?;
             let mut changes = Vec::new();
             for (table_name, _, table) in shack::grade::layer_tables(&lake).await? {
@@ -1759,9 +1762,78 @@ fn name_unpublished(skipped: &mut [(String, String)], publish: u64) {
     }
 }
 
+/// The longest tag name `tag` accepts.
+const MAX_TAG_NAME: usize = 128;
+
+/// What keeps `name` from naming a tag every command can address, if anything (in the spirit
+/// of git's `check-ref-format`): letters, digits, `-`, `_`, `.` and `/` only (no white space or
+/// control characters, which would break the listings); not `..` (`diff FROM..TO` would read it
+/// as a range) nor `//`; not starting with `-` (it would read as an option), `.` or `/`, nor
+/// ending with `.` or `/`.
+fn tag_name_problem(name: &str) -> Option<String> {
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '/')))
+    {
+        return Some(format!(
+            "it holds {c:?}; a tag name is letters, digits, '-', '_', '.' and '/'"
+        ));
+    }
+    if name.chars().count() > MAX_TAG_NAME {
+        return Some(format!("it is longer than {MAX_TAG_NAME} characters"));
+    }
+    if name.contains("..") {
+        return Some("it holds \"..\", which `diff FROM..TO` reads as a range".into());
+    }
+    if name.contains("//") {
+        return Some("it holds \"//\"".into());
+    }
+    if let Some(c) = name.chars().next().filter(|c| matches!(c, '-' | '.' | '/')) {
+        return Some(format!("it starts with {c:?}"));
+    }
+    if let Some(c) = name.chars().last().filter(|c| matches!(c, '.' | '/')) {
+        return Some(format!("it ends with {c:?}"));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_name_is_one_every_command_can_address() {
+        for ok in [
+            "before-the-fix",
+            "q3_close",
+            "v1.2",
+            "team/finance",
+            "ünï",
+            "2026-08-17",
+        ] {
+            assert_eq!(tag_name_problem(ok), None, "{ok}");
+        }
+        for (bad, says) in [
+            ("x..y", "range"),
+            ("../../etc", "range"),
+            ("a b", "' '"),
+            ("line\nbreak", "'\\n'"),
+            ("tab\t", "'\\t'"),
+            ("a:b", "':'"),
+            ("a~1", "'~'"),
+            ("-rf", "starts with '-'"),
+            (".hidden", "starts with '.'"),
+            ("/abs", "starts with '/'"),
+            ("dir/", "ends with '/'"),
+            ("end.", "ends with '.'"),
+            ("a//b", "\"//\""),
+        ] {
+            let problem = tag_name_problem(bad).unwrap_or_default();
+            assert!(problem.contains(says), "{bad}: {problem}");
+        }
+        assert!(tag_name_problem(&"t".repeat(MAX_TAG_NAME)).is_none());
+        assert!(tag_name_problem(&"t".repeat(MAX_TAG_NAME + 1)).is_some());
+    }
 
     #[test]
     fn a_table_missing_from_a_publish_was_first_written_after_it() {
