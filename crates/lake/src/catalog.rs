@@ -193,6 +193,25 @@ impl Catalog {
         &self.inner.warehouse_url
     }
 
+    /// Refuse ([`LakeError::OutsideWarehouse`]) a write to `table` at `location` unless the
+    /// location is the warehouse or lies under it (whole path segments, the same store, compared
+    /// as objects the way reads and writes resolve them).
+    pub(crate) fn check_inside_warehouse(&self, table: &str, location: &str) -> Result<()> {
+        let key = |l: &str| crate::maintenance::ObjectKey::of(self.stores(), l).ok();
+        let inside = match (key(location), key(self.warehouse_url())) {
+            (Some(at), Some(warehouse)) => at.is_under(&warehouse),
+            _ => false,
+        };
+        if inside {
+            return Ok(());
+        }
+        Err(LakeError::OutsideWarehouse {
+            table: table.to_string(),
+            location: location.to_string(),
+            warehouse: self.warehouse_url().to_string(),
+        })
+    }
+
     /// The `FileIO` every table of this catalog uses.
     pub fn file_io(&self) -> &FileIO {
         &self.inner.file_io
@@ -921,6 +940,9 @@ impl Catalog {
         base: Option<&str>,
         refs: Option<&RefMap>,
     ) -> Result<(String, Bytes)> {
+        // Every change that writes metadata (appends, ref moves, expiry, a new location) lands
+        // here: the last guard against writing into another lake's folder.
+        self.check_inside_warehouse(&name.to_string(), md.location())?;
         let next_number = base.and_then(metadata_number).map(|n| n + 1).unwrap_or(0);
         let loc = storage::join(
             md.location(),

@@ -200,6 +200,20 @@ pub enum LakeError {
         found: u8,
     },
 
+    /// A write to a table whose location lies outside this catalog's warehouse. Iceberg metadata
+    /// records absolute paths, so a lake folder copied (or moved) still names the original's
+    /// folders, and a table registered from another lake lives in that lake's. Written here,
+    /// its files would land where this lake never sweeps and the other lake's orphan removal
+    /// deletes them. Reads stay allowed.
+    #[error(
+        "{table} is read-only in this lake: it lives at {location}, outside this lake's warehouse {warehouse} (a lake folder copied or moved still names the original's folders: Iceberg metadata records absolute paths; a table registered from another lake stays that lake's). Writing would put this lake's files in a folder whose own maintenance deletes them as orphans; nothing was written"
+    )]
+    OutsideWarehouse {
+        table: String,
+        location: String,
+        warehouse: String,
+    },
+
     /// A write that cannot honour the table's delete files (position or equality deletes).
     #[error("table {table}: {detail}")]
     DeleteFilesUnsupported { table: String, detail: String },

@@ -376,7 +376,7 @@ impl ObjectKey {
     }
 
     /// True when `self` is `dir` or lies under it (whole path segments, same store).
-    fn is_under(&self, dir: &ObjectKey) -> bool {
+    pub(crate) fn is_under(&self, dir: &ObjectKey) -> bool {
         self.root == dir.root && self.path.prefix_matches(&dir.path)
     }
 }

@@ -184,9 +184,12 @@ impl Table {
         Ok(Arc::new(s))
     }
 
-    /// Refuse writes and ref changes to a table that is not Iceberg format v2: the writer builds
-    /// v2 manifests and snapshots, which a v1 or v3 table must not be given. Reads stay allowed.
+    /// Refuse writes and ref changes to a table that is not Iceberg format v2 (the writer builds
+    /// v2 manifests and snapshots, which a v1 or v3 table must not be given), or that lives
+    /// outside the catalog's warehouse ([`LakeError::OutsideWarehouse`]). Reads stay allowed.
     pub(crate) fn check_writable(&self) -> Result<()> {
+        self.catalog()
+            .check_inside_warehouse(&self.name.to_string(), self.location())?;
         let found = self.metadata().format_version();
         if found != FormatVersion::V2 {
             return Err(LakeError::UnsupportedTableFormat {

@@ -184,6 +184,89 @@ async fn a_table_registered_from_outside_the_warehouse_is_never_swept() {
     assert_eq!(report.total(), 0, "{report:?}");
     assert_eq!(report.not_swept, vec![ext.location().to_string()]);
     assert_eq!(walk(&other), before);
+    // Nor written through this catalog: its files would land where the other lake sweeps.
+    let e = c
+        .append("ext.t", "main", &[batch(2..3, "d")], BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, lake::LakeError::OutsideWarehouse { .. }),
+        "{e:?}"
+    );
+    assert_eq!(walk(&other), before);
+}
+
+/// Copy every file under `from` to the same place under `to` (what `cp -r` does).
+fn copy_dir(from: &Path, to: &Path) {
+    for f in walk(from) {
+        let dest = to.join(f.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&f, &dest).unwrap();
+    }
+}
+
+/// A lake folder copied (`cp -r`) still names the original's folders: Iceberg metadata records
+/// absolute paths. Written through the copy, new files would land in the original's folders,
+/// where the original's orphan removal deletes them and the copy loses its tables. Every write
+/// to a table outside the warehouse is refused before anything is written; reads work.
+#[tokio::test]
+async fn a_copied_lake_reads_the_original_but_never_writes_into_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let open =
+        |root: &Path| Catalog::open_local(root.join("catalog"), root.join("warehouse")).unwrap();
+    let c = open(&a);
+    c.create_table("bronze.t", &schema(), &[]).await.unwrap();
+    for k in 0..2i64 {
+        c.append("bronze.t", "main", &[batch(k..k + 1, "d")], BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    copy_dir(&a, &b);
+    let (originals, copied) = (walk(&a), walk(&b));
+    let copy = open(&b);
+    assert_eq!(rows(&copy, "bronze.t").await, vec![0, 1]);
+
+    let outside = |e: lake::LakeError| {
+        let said = e.to_string();
+        assert!(
+            matches!(&e, lake::LakeError::OutsideWarehouse { table, .. } if table == "bronze.t"),
+            "{e:?}"
+        );
+        assert!(said.contains("read-only in this lake"), "{said}");
+        assert!(said.contains(&format!("{}", a.display())), "{said}");
+    };
+    outside(
+        copy.append("bronze.t", "main", &[batch(2..3, "d")], BTreeMap::new())
+            .await
+            .unwrap_err(),
+    );
+    let t = copy.table("bronze.t").await.unwrap();
+    let head = t.head("main").unwrap();
+    outside(
+        t.stage_refs(&[lake::RefOp::CreateTag {
+            name: "x".into(),
+            snapshot_id: head,
+        }])
+        .unwrap_err(),
+    );
+    let opts = lake::ExpireOptions {
+        older_than_ms: i64::MAX,
+        retain_last: 1,
+        protect: Vec::new(),
+    };
+    outside(copy.expire_snapshots("bronze.t", &opts).await.unwrap_err());
+    assert_eq!(walk(&a), originals, "nothing written into the original");
+    assert_eq!(walk(&b), copied, "nor into the copy");
+
+    // The original goes on, and its orphan removal finds nothing of the copy's to delete.
+    c.append("bronze.t", "main", &[batch(2..3, "d")], BTreeMap::new())
+        .await
+        .unwrap();
+    let report = c.remove_orphans(later(), 0).await.unwrap();
+    assert_eq!(report.total(), 0, "{report:?}");
+    assert_eq!(rows(&copy, "bronze.t").await, vec![0, 1]);
+    assert!(copy.verify().await.unwrap().is_clean());
 }
 
 #[tokio::test]
