@@ -50,8 +50,9 @@ pub enum ShackError {
         second: String,
     },
 
-    /// The lake refused or failed an operation on a table.
-    #[error("{table}: {error}")]
+    /// The lake refused or failed an operation on a table (named once: not again in front of a
+    /// lake error that starts with it).
+    #[error("{}", lake_message(.table, .error))]
     Lake {
         table: String,
         #[source]
@@ -184,5 +185,49 @@ impl ShackError {
             self,
             ShackError::Conflict { .. } | ShackError::PublishConflict { .. }
         )
+    }
+}
+
+/// `table: error`, or the error alone when it already starts with the table's name.
+fn lake_message(table: &str, error: &lake::LakeError) -> String {
+    let said = error.to_string();
+    match said.strip_prefix(table) {
+        Some(rest) if rest.starts_with(' ') => said,
+        _ => format!("{table}: {said}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_is_named_once() {
+        let outside = ShackError::lake(
+            "bronze.orders",
+            lake::LakeError::OutsideWarehouse {
+                table: "bronze.orders".into(),
+                location: "file:///a/bronze/orders".into(),
+                warehouse: "file:///b".into(),
+            },
+        )
+        .to_string();
+        assert!(
+            outside.starts_with("bronze.orders is read-only in this lake: it lives at file:///a/"),
+            "{outside}"
+        );
+        assert_eq!(outside.matches("bronze.orders").count(), 1, "{outside}");
+        // An error that does not start with the name gets it in front; a longer name that
+        // starts with it is another table.
+        let other = ShackError::lake(
+            "bronze.orders",
+            lake::LakeError::Other("no such file".into()),
+        );
+        assert_eq!(other.to_string(), "bronze.orders: no such file");
+        let longer = ShackError::lake(
+            "bronze.o",
+            lake::LakeError::Other("bronze.orders went away".into()),
+        );
+        assert_eq!(longer.to_string(), "bronze.o: bronze.orders went away");
     }
 }
