@@ -1650,6 +1650,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         p.detail
                     );
                 }
+                for (table, metadata) in &report.read_only {
+                    say!(
+                        "note     {table} is read-only here: its metadata {metadata} lies outside this warehouse (a copied lake, or a table registered from another); reads depend on that folder"
+                    );
+                }
                 if report.is_clean() {
                     say!("no problems");
                 } else {

@@ -57,6 +57,11 @@ pub struct VerifyReport {
     pub checked: BTreeMap<String, usize>,
     /// Every problem found.
     pub problems: Vec<VerifyProblem>,
+    /// Tables of the newest version whose metadata lies outside the warehouse, with that
+    /// metadata's location: read here, never written ([`crate::LakeError::OutsideWarehouse`]).
+    /// Not a problem of this lake, but its reads depend on another folder (a lake folder
+    /// copied or moved, a table registered from another lake).
+    pub read_only: Vec<(String, String)>,
 }
 
 impl VerifyReport {
@@ -165,6 +170,17 @@ impl Catalog {
             }
         }
         let versions: Vec<CatalogVersion> = kept.into_iter().filter_map(|(_, _, v)| v).collect();
+        if let Some(newest) = versions.last() {
+            report.read_only = newest
+                .tables
+                .iter()
+                .filter(|(name, t)| {
+                    self.check_inside_warehouse(name, &t.metadata_location)
+                        .is_err()
+                })
+                .map(|(name, t)| (name.clone(), t.metadata_location.clone()))
+                .collect();
+        }
 
         // 2. Every file the kept versions reach: the walk orphan removal keeps.
         let reach = self.reachable(&versions).await?;

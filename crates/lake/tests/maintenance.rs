@@ -266,7 +266,17 @@ async fn a_copied_lake_reads_the_original_but_never_writes_into_it() {
     let report = c.remove_orphans(later(), 0).await.unwrap();
     assert_eq!(report.total(), 0, "{report:?}");
     assert_eq!(rows(&copy, "bronze.t").await, vec![0, 1]);
-    assert!(copy.verify().await.unwrap().is_clean());
+    // Verify says where the copy's tables live: nothing wrong, but read from elsewhere.
+    let verified = copy.verify().await.unwrap();
+    assert!(verified.is_clean(), "{verified:?}");
+    assert_eq!(verified.read_only.len(), 1, "{verified:?}");
+    assert_eq!(verified.read_only[0].0, "bronze.t");
+    assert!(
+        verified.read_only[0]
+            .1
+            .contains("/a/warehouse/bronze/t/metadata/")
+    );
+    assert!(c.verify().await.unwrap().read_only.is_empty());
 }
 
 #[tokio::test]
