@@ -193,16 +193,21 @@ impl Catalog {
         &self.inner.warehouse_url
     }
 
-    /// Refuse ([`LakeError::OutsideWarehouse`]) a write to `table` at `location` unless the
-    /// location is the warehouse or lies under it (whole path segments, the same store, compared
-    /// as objects the way reads and writes resolve them).
-    pub(crate) fn check_inside_warehouse(&self, table: &str, location: &str) -> Result<()> {
+    /// Whether `location` is the warehouse or lies under it: whole path segments, the same
+    /// store, compared as objects the way reads and writes resolve them (the rule orphan removal
+    /// sweeps by). A location that does not resolve is not.
+    pub(crate) fn inside_warehouse(&self, location: &str) -> bool {
         let key = |l: &str| crate::maintenance::ObjectKey::of(self.stores(), l).ok();
-        let inside = match (key(location), key(self.warehouse_url())) {
+        match (key(location), key(self.warehouse_url())) {
             (Some(at), Some(warehouse)) => at.is_under(&warehouse),
             _ => false,
-        };
-        if inside {
+        }
+    }
+
+    /// Refuse ([`LakeError::OutsideWarehouse`]) a write to `table` at `location` unless the
+    /// location is [inside the warehouse](Catalog::inside_warehouse).
+    pub(crate) fn check_inside_warehouse(&self, table: &str, location: &str) -> Result<()> {
+        if self.inside_warehouse(location) {
             return Ok(());
         }
         Err(LakeError::OutsideWarehouse {

@@ -174,10 +174,7 @@ impl Catalog {
             report.read_only = newest
                 .tables
                 .iter()
-                .filter(|(name, t)| {
-                    self.check_inside_warehouse(name, &t.metadata_location)
-                        .is_err()
-                })
+                .filter(|(_, t)| !self.inside_warehouse(&t.metadata_location))
                 .map(|(name, t)| (name.clone(), t.metadata_location.clone()))
                 .collect();
         }
