@@ -418,19 +418,10 @@ async fn finishing_an_unboiled_lake_says_silver_is_missing() {
     assert!(err.to_string().contains("silver."), "{err}");
 }
 
-/// A corrected rate alone (nothing else new in silver) rebuilds exactly the order dates it
-/// prices, from its rate date up to the next rate date, and the result equals a rebuild.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_corrected_rate_rebuilds_exactly_the_dates_it_prices() {
+/// Raise the USD rate dated `day` in `silver.fx_rates` on audit by 0.001 CAD, keeping the
+/// table's watermarks (as a republished rate would arrive, without a boil).
+async fn correct_rate(lake: &Lake, day: &str) {
     use shack::silver::tables;
-    let season = season();
-    let lake = Lake::new();
-    let through = utc(2026, 8, 12, 12, 0, 0);
-    lake.tap(&season, through).await;
-    boil(&lake).await;
-    finish(&lake, through, false).await;
-
-    // Correct Friday August 7's rate in silver.fx_rates (keeping its watermarks).
     let fx = lake
         .catalog
         .table(tables::FX_RATES)
@@ -443,11 +434,11 @@ async fn a_corrected_rate_rebuilds_exactly_the_dates_it_prices() {
         .filter(|(k, _)| k.starts_with(lake::WATERMARK_PREFIX))
         .collect();
     let mut rows = tables::read_fx_rates(&lake.audit_rows(tables::FX_RATES).await).expect("rates");
-    let friday = gold::epoch_days(date("2026-08-07"));
+    let on = gold::epoch_days(date(day));
     let row = rows
         .iter_mut()
-        .find(|r| r.rate.rate_date == friday && r.rate.base == "USD")
-        .expect("a rate on Friday August 7");
+        .find(|r| r.rate.rate_date == on && r.rate.base == "USD")
+        .unwrap_or_else(|| panic!("a USD rate dated {day}"));
     row.rate.rate_micros += 1_000;
     let refs: Vec<&tables::FxRow> = rows.iter().collect();
     let batch = tables::fx_rates_batch(&refs).expect("batch");
@@ -461,6 +452,37 @@ async fn a_corrected_rate_rebuilds_exactly_the_dates_it_prices() {
         )
         .await
         .expect("correct the rate");
+}
+
+/// Every gold table at audit, row for row, then the same after a rebuild.
+async fn assert_equals_a_rebuild(lake: &Lake, through: DateTime<Utc>) {
+    let mut incremental = BTreeMap::new();
+    for t in gold::TABLES {
+        incremental.insert(t, table_rows(lake, t).await);
+    }
+    finish(lake, through, true).await;
+    for t in gold::TABLES {
+        assert_eq!(
+            table_rows(lake, t).await,
+            incremental[t],
+            "{t}: row for row"
+        );
+    }
+}
+
+/// A corrected rate alone (nothing else new in silver) rebuilds exactly the order dates it
+/// prices, from its rate date up to the next rate date, and the result equals a rebuild.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrected_rate_rebuilds_exactly_the_dates_it_prices() {
+    let season = season();
+    let lake = Lake::new();
+    let through = utc(2026, 8, 12, 12, 0, 0);
+    lake.tap(&season, through).await;
+    boil(&lake).await;
+    finish(&lake, through, false).await;
+
+    // Correct Friday August 7's rate in silver.fx_rates (keeping its watermarks).
+    correct_rate(&lake, "2026-08-07").await;
 
     let r = finish(&lake, through, false).await;
     assert_eq!(
@@ -470,18 +492,33 @@ async fn a_corrected_rate_rebuilds_exactly_the_dates_it_prices() {
     );
     assert_eq!(r.touched_by.get("fx_rates"), Some(&3));
     assert_eq!(r.touched_by.len(), 1, "{:?}", r.touched_by);
-    let mut incremental = BTreeMap::new();
-    for t in gold::TABLES {
-        incremental.insert(t, table_rows(&lake, t).await);
-    }
-    finish(&lake, through, true).await;
-    for t in gold::TABLES {
-        assert_eq!(
-            table_rows(&lake, t).await,
-            incremental[t],
-            "{t}: row for row"
-        );
-    }
+    assert_equals_a_rebuild(&lake, through).await;
+}
+
+/// A corrected latest rate prices every day after it, but a finish as of a moment centuries
+/// ahead rebuilds only the days silver's orders and payments reach, not every day up to it,
+/// and still equals a rebuild.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_finished_far_ahead_reprices_only_days_that_hold_data() {
+    let season = season();
+    let lake = Lake::new();
+    let through = utc(2026, 8, 12, 12, 0, 0);
+    lake.tap(&season, through).await;
+    boil(&lake).await;
+    finish(&lake, through, false).await;
+
+    // Tuesday August 11's rate is the latest: it prices the 11th and everything after.
+    correct_rate(&lake, "2026-08-11").await;
+    let far = utc(9999, 12, 31, 23, 59, 0);
+    let r = finish(&lake, far, false).await;
+    assert_eq!(r.mode, "incremental");
+    assert_eq!(
+        r.dates_rebuilt,
+        vec![date("2026-08-11"), date("2026-08-12")],
+        "the 11th and the 12th hold orders; no later day holds anything"
+    );
+    assert_eq!(r.touched_by.get("fx_rates"), Some(&2), "{:?}", r.touched_by);
+    assert_equals_a_rebuild(&lake, far).await;
 }
 
 /// A silver replay (every silver table rewritten, as after `--replay` on August 17) cannot be

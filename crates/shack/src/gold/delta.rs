@@ -6,7 +6,8 @@
 //!
 //! 1. the payment events `silver.payments` appended since, the order changes
 //!    `silver.order_changes` appended since, and `silver.fx_rates` at both snapshots (a few
-//!    dozen rows): the days whose USD rate is not what it was;
+//!    dozen rows): the days whose USD rate is not what it was, up to the last day silver's
+//!    payments and orders reach (their files' upper bounds);
 //! 2. the changed orders as they are now (a bloom-filter lookup on `silver.orders`) and the
 //!    events `gold.fct_payments` holds for them (a lookup on its `order_id`): an event whose
 //!    order date or region is no longer its order's moves, and its processor date is rebuilt;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 use arrow_array::timezone::Tz;
 use arrow_array::{Array, BooleanArray, Date32Array, RecordBatch};
 use lake::iceberg::expr::{Predicate, Reference};
-use lake::iceberg::spec::{Datum, Literal, Struct, Transform};
+use lake::iceberg::spec::{Datum, Literal, PrimitiveLiteral, Struct, Transform};
 use lake::{At, LakeError, Replace, Table};
 
 use crate::error::{Result, ShackError};
@@ -237,8 +238,18 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
             }
         }
     };
+    // A re-priced day that no payment (processor date) and no order (order date) falls on
+    // changes nothing: the days stop at the last one silver's payments and orders reach, not
+    // at `through` (a `--through` centuries ahead would otherwise mark millions of empty days).
     let horizon = utc_day(i.through_us).max(local_day(i.tz, i.through_us));
-    let repriced = changed_days(&old_rates, i.rates, horizon);
+    let reach = match (
+        latest(&i.silver[PAYMENTS], i.consumed.get(PAYMENTS), "created_at").await?,
+        latest(&i.silver[ORDERS], i.consumed.get(ORDERS), "created_at").await?,
+    ) {
+        (Some(p), Some(o)) => utc_day(p).max(local_day(i.tz, o)),
+        _ => horizon,
+    };
+    let repriced = changed_days(&old_rates, i.rates, horizon.min(reach));
 
     // 3. The changed orders now, and the events gold holds for them: which moved. One lookup
     //    in gold for the changed orders' events and for whether the orders of new captures
@@ -617,6 +628,31 @@ pub(super) fn changed_days(old: &Rates, new: &Rates, horizon: i32) -> BTreeSet<i
     (first..=horizon)
         .filter(|d| old.on_or_before(*d) != new.on_or_before(*d))
         .collect()
+}
+
+/// The latest value of the timestamp `column` of `table` at snapshot `at`, from its data files'
+/// upper bounds (manifests only, no data file read); `None` when there is no snapshot, no data
+/// file, or a file that records no bound for the column.
+async fn latest(table: &Table, at: Option<&i64>, column: &str) -> Result<Option<i64>> {
+    let name = table.name().to_string();
+    let Some(at) = at else {
+        return Ok(None);
+    };
+    let Some(field) = table.metadata().current_schema().field_by_name(column) else {
+        return Ok(None);
+    };
+    let files = table
+        .data_files(&At::Snapshot(*at))
+        .await
+        .map_err(lake_err(&name))?;
+    let mut most: Option<i64> = None;
+    for f in &files {
+        match f.upper_bounds().get(&field.id).map(|d| d.literal()) {
+            Some(PrimitiveLiteral::Long(us)) => most = Some(most.map_or(*us, |m| m.max(*us))),
+            _ => return Ok(None),
+        }
+    }
+    Ok(most)
 }
 
 /// `column` (a date) is one of `dates`.
