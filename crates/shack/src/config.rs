@@ -112,10 +112,12 @@ impl Settings {
                         v.as_u64().ok_or_else(|| wrong("a whole number of rows"))?;
                 }
                 "settling_hours" => {
-                    s.settling_hours = v
-                        .as_u64()
-                        .and_then(|h| u32::try_from(h).ok())
-                        .ok_or_else(|| wrong("a whole number of hours"))?;
+                    s.settling_hours =
+                        v.as_u64()
+                            .and_then(|h| u32::try_from(h).ok())
+                            .ok_or_else(|| {
+                                wrong(&format!("a whole number of hours from 0 to {}", u32::MAX))
+                            })?;
                 }
                 "business_time_zone" => {
                     let name = v.as_str().ok_or_else(|| wrong("an IANA time zone name"))?;
@@ -234,6 +236,13 @@ mod tests {
 
         let (key, _) = key_of(Settings::parse(file(), r#"{"settling_hours": "two days"}"#));
         assert_eq!(key.as_deref(), Some("settling_hours"));
+        // A whole number too large is refused as too large, not as not whole.
+        let (key, msg) = key_of(Settings::parse(
+            file(),
+            r#"{"settling_hours": 99999999999999}"#,
+        ));
+        assert_eq!(key.as_deref(), Some("settling_hours"));
+        assert!(msg.contains("from 0 to 4294967295"), "{msg}");
         let (key, _) = key_of(Settings::parse(
             file(),
             r#"{"quarantine_max_percent": 150}"#,
