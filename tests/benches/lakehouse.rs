@@ -32,6 +32,9 @@ use std::time::Instant;
 // The program's allocator comes with its library, as it does for the `sugarshack` binary.
 use sugarshack as _;
 
+#[path = "../support/mod.rs"]
+mod support;
+
 use anyhow::{Context, Result, anyhow, bail};
 use arrow::array::{Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -60,6 +63,9 @@ struct Args {
     dir: Option<PathBuf>,
     /// Part 1 without the peers (for profiling the lake's side alone).
     lake_only: bool,
+    /// The peers' Python, used as it is (never installed into): the tests' Python when the
+    /// bench runs as a test.
+    python: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: lakehouse [--part 1|2|all] [--quick] [--scales 1,10,100] [--repeats N] [--json PATH] [--dir DIR]
@@ -82,6 +88,7 @@ fn parse_args(raw: &[String]) -> Result<Args> {
         json: None,
         dir: None,
         lake_only: false,
+        python: None,
     };
     let mut it = raw.iter();
     let value = |it: &mut std::slice::Iter<String>, flag: &str| -> Result<String> {
@@ -154,6 +161,7 @@ fn parse_args(raw: &[String]) -> Result<Args> {
             }
             "--json" => a.json = Some(PathBuf::from(value(&mut it, "--json")?)),
             "--dir" => a.dir = Some(PathBuf::from(value(&mut it, "--dir")?)),
+            "--python" => a.python = Some(PathBuf::from(value(&mut it, "--python")?)),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -810,13 +818,7 @@ fn pair(v: &Value) -> Result<(i64, i64)> {
 
 /// The virtualenv the peers run in: `$SUGARSHACK_VENV` or `~/.cache/sugarshack/venv`, created
 /// and given pinned packages when its Python cannot import them.
-fn peer_python() -> Result<PathBuf> {
-    let venv = match std::env::var_os("SUGARSHACK_VENV") {
-        Some(v) => PathBuf::from(v),
-        None => PathBuf::from(std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set"))?)
-            .join(".cache/sugarshack/venv"),
-    };
-    let python = venv.join("bin/python");
+fn peer_python(given: Option<&Path>) -> Result<PathBuf> {
     let probe = "import pyiceberg, pyarrow, sqlalchemy, pyiceberg.catalog.sql, duckdb, duckdb_extension_iceberg, duckdb_extension_avro";
     let ok = |p: &Path| {
         Command::new(p)
@@ -825,6 +827,22 @@ fn peer_python() -> Result<PathBuf> {
             .status()
             .is_ok_and(|s| s.success())
     };
+    if let Some(python) = given {
+        if ok(python) {
+            return Ok(python.to_path_buf());
+        }
+        bail!(
+            "{} cannot import the peers' modules ({probe}): install the README's test set-up \
+             into it",
+            python.display()
+        );
+    }
+    let venv = match std::env::var_os("SUGARSHACK_VENV") {
+        Some(v) => PathBuf::from(v),
+        None => PathBuf::from(std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set"))?)
+            .join(".cache/sugarshack/venv"),
+    };
+    let python = venv.join("bin/python");
     if ok(&python) {
         return Ok(python);
     }
@@ -918,7 +936,7 @@ async fn part1(
     let python = if args.lake_only {
         None
     } else {
-        Some(peer_python()?)
+        Some(peer_python(args.python.as_deref())?)
     };
     let python = python.as_deref();
     let (mut workloads, ff, repeats) = if args.quick {
@@ -1341,6 +1359,84 @@ fn fresh_dir(dir: PathBuf) -> Result<PathBuf> {
         );
     }
     Ok(dir)
+}
+
+/// The bench as the one test `cargo test` and `cargo nextest` find in this target: in quick
+/// mode, with the tests' Python, so that a change that breaks the bench, or makes lake, pyiceberg
+/// and DuckDB disagree on a count or a sum, fails the test suite rather than the next benchmark
+/// run. It asserts nothing about speed: quick figures mean nothing, and it prints none as a
+/// verdict. Speaks enough of libtest's command line for both runners: `--list` (with
+/// `--format terse`, `--ignored`), a name filter (`--exact`, `--skip`), and its summary line.
+fn as_test(raw: &[String]) -> std::process::ExitCode {
+    const NAME: &str = "the_bench_runs_and_its_peers_agree";
+    let (mut list, mut exact, mut ignored) = (false, false, false);
+    let (mut filters, mut skips): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    let mut it = raw.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--list" => list = true,
+            "--exact" => exact = true,
+            "--ignored" => ignored = true,
+            "--skip" => skips.extend(it.next().map(String::as_str)),
+            "--format" | "--test-threads" | "--color" | "--logfile" | "-Z" | "--shuffle-seed" => {
+                it.next();
+            }
+            f if f.starts_with('-') => {}
+            f => filters.push(f),
+        }
+    }
+    let matches = |f: &str| if exact { f == NAME } else { NAME.contains(f) };
+    let selected = !ignored
+        && (filters.is_empty() || filters.iter().any(|f| matches(f)))
+        && !skips.iter().any(|f| matches(f));
+    if list {
+        if selected {
+            println!("{NAME}: test");
+        }
+        return std::process::ExitCode::SUCCESS;
+    }
+    if !selected {
+        println!(
+            "\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out; finished in 0.00s\n"
+        );
+        return std::process::ExitCode::SUCCESS;
+    }
+    println!("\nrunning 1 test");
+    let started = Instant::now();
+    let outcome = match support::checkout_problem() {
+        Some(problem) => Err(anyhow!(problem)),
+        None => {
+            let json = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("lakehouse-quick.json");
+            let args: Vec<String> = [
+                "--quick".into(),
+                "--json".into(),
+                json.display().to_string(),
+                "--python".into(),
+                support::python().display().to_string(),
+            ]
+            .to_vec();
+            bench(&args)
+        }
+    };
+    let took = started.elapsed().as_secs_f64();
+    match outcome {
+        Ok(true) => {
+            println!(
+                "test {NAME} ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in {took:.2}s\n"
+            );
+            std::process::ExitCode::SUCCESS
+        }
+        failed => {
+            match failed {
+                Err(e) => println!("the bench failed: {}", report(&e)),
+                _ => println!("the bench ran, but lake and its peers disagreed (above)"),
+            }
+            println!(
+                "test {NAME} ... FAILED\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in {took:.2}s\n"
+            );
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 /// An error and its causes, each cause said once: this workspace's errors already say their
@@ -1892,6 +1988,11 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         };
+    }
+    // `cargo bench` passes --bench. `cargo test` and `cargo nextest` run this target too
+    // (`test = true`), without it: then it is one test, the bench in quick mode.
+    if !raw.iter().any(|a| a == "--bench") {
+        return as_test(&raw);
     }
     match bench(&raw) {
         Ok(true) => std::process::ExitCode::SUCCESS,

@@ -65,14 +65,21 @@ pub fn python() -> PathBuf {
 /// if that ever happens again, every test binary fails here, by name.
 #[test]
 fn built_from_this_checkout() {
+    if let Some(problem) = checkout_problem() {
+        panic!("{problem}");
+    }
+}
+
+/// What [`built_from_this_checkout`] checks, for a test binary without libtest's harness.
+pub fn checkout_problem() -> Option<String> {
     let compiled = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
         .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
     let running = std::fs::canonicalize(package_dir()).unwrap_or_else(|_| package_dir());
-    assert_eq!(
-        compiled,
-        running,
-        "this test binary was compiled from {} but runs in {}: stale build from another checkout",
-        compiled.display(),
-        running.display()
-    );
+    (compiled != running).then(|| {
+        format!(
+            "this test binary was compiled from {} but runs in {}: stale build from another checkout",
+            compiled.display(),
+            running.display()
+        )
+    })
 }
