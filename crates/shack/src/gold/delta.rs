@@ -242,10 +242,10 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
     // changes nothing: the days stop at the last one silver's payments and orders reach, not
     // at `through` (a `--through` centuries ahead would otherwise mark millions of empty days).
     let horizon = utc_day(i.through_us).max(local_day(i.tz, i.through_us));
-    let reach = match (
-        latest(&i.silver[PAYMENTS], i.consumed.get(PAYMENTS), "created_at").await?,
-        latest(&i.silver[ORDERS], i.consumed.get(ORDERS), "created_at").await?,
-    ) {
+    let reach = match futures::try_join!(
+        latest(&i.silver[PAYMENTS], i.consumed.get(PAYMENTS), "created_at"),
+        latest(&i.silver[ORDERS], i.consumed.get(ORDERS), "created_at"),
+    )? {
         (Some(p), Some(o)) => utc_day(p).max(local_day(i.tz, o)),
         _ => horizon,
     };
