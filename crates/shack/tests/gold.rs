@@ -418,6 +418,16 @@ async fn finishing_an_unboiled_lake_says_silver_is_missing() {
     assert!(err.to_string().contains("silver."), "{err}");
 }
 
+/// A lake of the default season tapped, boiled and finished through `through`.
+async fn finished_at(through: DateTime<Utc>) -> Lake {
+    let season = season();
+    let lake = Lake::new();
+    lake.tap(&season, through).await;
+    boil(&lake).await;
+    finish(&lake, through, false).await;
+    lake
+}
+
 /// Raise the USD rate dated `day` in `silver.fx_rates` on audit by 0.001 CAD, keeping the
 /// table's watermarks (as a republished rate would arrive, without a boil).
 async fn correct_rate(lake: &Lake, day: &str) {
@@ -474,12 +484,8 @@ async fn assert_equals_a_rebuild(lake: &Lake, through: DateTime<Utc>) {
 /// prices, from its rate date up to the next rate date, and the result equals a rebuild.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrected_rate_rebuilds_exactly_the_dates_it_prices() {
-    let season = season();
-    let lake = Lake::new();
     let through = utc(2026, 8, 12, 12, 0, 0);
-    lake.tap(&season, through).await;
-    boil(&lake).await;
-    finish(&lake, through, false).await;
+    let lake = finished_at(through).await;
 
     // Correct Friday August 7's rate in silver.fx_rates (keeping its watermarks).
     correct_rate(&lake, "2026-08-07").await;
@@ -500,12 +506,8 @@ async fn a_corrected_rate_rebuilds_exactly_the_dates_it_prices() {
 /// and still equals a rebuild.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_finished_far_ahead_reprices_only_days_that_hold_data() {
-    let season = season();
-    let lake = Lake::new();
     let through = utc(2026, 8, 12, 12, 0, 0);
-    lake.tap(&season, through).await;
-    boil(&lake).await;
-    finish(&lake, through, false).await;
+    let lake = finished_at(through).await;
 
     // Tuesday August 11's rate is the latest: it prices the 11th and everything after.
     correct_rate(&lake, "2026-08-11").await;
@@ -526,12 +528,8 @@ async fn a_rate_finished_far_ahead_reprices_only_days_that_hold_data() {
 /// the same gold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silver_replay_makes_the_finish_rebuild_every_date() {
-    let season = season();
-    let lake = Lake::new();
     let through = utc(2026, 8, 11, 12, 0, 0);
-    lake.tap(&season, through).await;
-    boil(&lake).await;
-    finish(&lake, through, false).await;
+    let lake = finished_at(through).await;
     let mut before = BTreeMap::new();
     for t in gold::TABLES {
         before.insert(t, table_rows(&lake, t).await);
