@@ -238,18 +238,23 @@ pub(super) async fn walk_on(i: &Inputs<'_>) -> Result<std::result::Result<Output
             }
         }
     };
-    // A re-priced day that no payment (processor date) and no order (order date) falls on
+    // Rates as they were re-price nothing: no day is walked and no bound read. Otherwise a
+    // re-priced day that no payment (processor date) and no order (order date) falls on
     // changes nothing: the days stop at the last one silver's payments and orders reach, not
     // at `through` (a `--through` centuries ahead would otherwise mark millions of empty days).
-    let horizon = utc_day(i.through_us).max(local_day(i.tz, i.through_us));
-    let reach = match futures::try_join!(
-        latest(&i.silver[PAYMENTS], i.consumed.get(PAYMENTS), "created_at"),
-        latest(&i.silver[ORDERS], i.consumed.get(ORDERS), "created_at"),
-    )? {
-        (Some(p), Some(o)) => utc_day(p).max(local_day(i.tz, o)),
-        _ => horizon,
+    let repriced = if old_rates == *i.rates {
+        BTreeSet::new()
+    } else {
+        let horizon = utc_day(i.through_us).max(local_day(i.tz, i.through_us));
+        let reach = match futures::try_join!(
+            latest(&i.silver[PAYMENTS], i.consumed.get(PAYMENTS), "created_at"),
+            latest(&i.silver[ORDERS], i.consumed.get(ORDERS), "created_at"),
+        )? {
+            (Some(p), Some(o)) => utc_day(p).max(local_day(i.tz, o)),
+            _ => horizon,
+        };
+        changed_days(&old_rates, i.rates, horizon.min(reach))
     };
-    let repriced = changed_days(&old_rates, i.rates, horizon.min(reach));
 
     // 3. The changed orders now, and the events gold holds for them: which moved. One lookup
     //    in gold for the changed orders' events and for whether the orders of new captures
@@ -634,13 +639,13 @@ pub(super) fn changed_days(old: &Rates, new: &Rates, horizon: i32) -> BTreeSet<i
 /// upper bounds (manifests only, no data file read); `None` when there is no snapshot, no data
 /// file, or a file that records no bound for the column.
 async fn latest(table: &Table, at: Option<&i64>, column: &str) -> Result<Option<i64>> {
-    let name = table.name().to_string();
     let Some(at) = at else {
         return Ok(None);
     };
     let Some(field) = table.metadata().current_schema().field_by_name(column) else {
         return Ok(None);
     };
+    let name = table.name().to_string();
     let files = table
         .data_files(&At::Snapshot(*at))
         .await
