@@ -68,7 +68,7 @@ struct Args {
     python: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: lakehouse [--part 1|2|all] [--quick] [--scales 1,10,100] [--repeats N] [--json PATH] [--dir DIR]
+const USAGE: &str = "usage: lakehouse [--part 1|2|all] [--quick] [--scales 1,10,100] [--repeats N] [--json PATH] [--dir DIR] [--python PATH]
   --part      which part to run: 1 (WAP primitives against pyiceberg and DuckDB), 2 (the season), all (default)
   --quick     tiny sizes, to check the bench itself works (figures mean little)
   --sizes     part 1's workloads as KxN commits x rows (default 200x1000,50x100000)
@@ -76,7 +76,9 @@ const USAGE: &str = "usage: lakehouse [--part 1|2|all] [--quick] [--scales 1,10,
   --repeats   samples per figure where a figure is repeated whole (default: 3 at scale 1, fewer above)
   --json      where to write the figures as JSON (default <target>/bench/lakehouse.json)
   --dir       a new or empty folder for the bench's lakes and landing zones, kept afterwards
-              (default: a temporary folder, removed at the end)";
+              (default: a temporary folder, removed at the end)
+  --python    the peers' Python, used as it is (default: $SUGARSHACK_VENV or ~/.cache/sugarshack/venv,
+              set up when it cannot import them)";
 
 fn parse_args(raw: &[String]) -> Result<Args> {
     let mut a = Args {
@@ -816,8 +818,9 @@ fn pair(v: &Value) -> Result<(i64, i64)> {
     pairs(&json!([v]))?.pop().ok_or_else(|| anyhow!("no pair"))
 }
 
-/// The virtualenv the peers run in: `$SUGARSHACK_VENV` or `~/.cache/sugarshack/venv`, created
-/// and given pinned packages when its Python cannot import them.
+/// The Python the peers run in: `given` (`--python`) as it is, never installed into; else the
+/// virtualenv `$SUGARSHACK_VENV` or `~/.cache/sugarshack/venv`, created and given pinned
+/// packages when its Python cannot import them.
 fn peer_python(given: Option<&Path>) -> Result<PathBuf> {
     let probe = "import pyiceberg, pyarrow, sqlalchemy, pyiceberg.catalog.sql, duckdb, duckdb_extension_iceberg, duckdb_extension_avro";
     let ok = |p: &Path| {
@@ -1407,15 +1410,13 @@ fn as_test(raw: &[String]) -> std::process::ExitCode {
         Some(problem) => Err(anyhow!(problem)),
         None => {
             let json = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("lakehouse-quick.json");
-            let args: Vec<String> = [
+            bench(&[
                 "--quick".into(),
                 "--json".into(),
                 json.display().to_string(),
                 "--python".into(),
                 support::python().display().to_string(),
-            ]
-            .to_vec();
-            bench(&args)
+            ])
         }
     };
     let took = started.elapsed().as_secs_f64();
