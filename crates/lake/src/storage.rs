@@ -222,13 +222,12 @@ pub(crate) async fn try_put_if_absent(
 /// next catalog version, see [`crate::durable`]).
 pub async fn put(stores: &Stores, location: &str, bytes: Bytes) -> Result<()> {
     let (store, path) = stores.resolve(location)?;
+    let file = stores.local_file(location);
+    let _hint = file.as_deref().map(|f| stores.durability.hint(f));
     store
         .put(&path, PutPayload::from(bytes))
         .await
         .map_err(|e| LakeError::store(location, e))?;
-    if let Some(file) = stores.local_file(location) {
-        stores.durability.forget(&file);
-    }
     Ok(())
 }
 
