@@ -30,7 +30,7 @@
 //! hint (a stale or torn one only slows the search for the head), work markers and the orphan
 //! ledger (after a power cut no work is in progress, and an orphan forgotten is found again).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -61,8 +61,6 @@ pub(crate) struct Durability {
     pending: Mutex<Vec<Written>>,
     /// Folders this process synced: their own entry in their parent is on disk.
     synced_dirs: Mutex<HashSet<PathBuf>>,
-    /// Files being overwritten as hints right now (see [`Durability::hint`]): never recorded.
-    hints: Mutex<HashMap<PathBuf, usize>>,
     /// How many flushes started as their files were written are still running.
     early: Arc<AtomicUsize>,
     /// One sync at a time. A commit that finds nothing pending must still wait for a sync in
@@ -99,25 +97,11 @@ fn fsync_off() -> bool {
     })
 }
 
-/// While alive, writes of its file are hints, not recorded for the next sync (see
-/// [`Durability::hint`]).
-pub(crate) struct Hint<'a> {
-    durability: &'a Durability,
-    path: PathBuf,
-}
-
-impl Drop for Hint<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut h) = self.durability.hints.lock()
-            && let Some(n) = h.get_mut(&self.path)
-        {
-            *n -= 1;
-            if *n == 0 {
-                h.remove(&self.path);
-            }
-        }
-    }
-}
+/// A put that carries this in its options' extensions writes a hint: an object overwritten
+/// again and again and named by nothing (the version hint, work markers, the orphan ledger),
+/// which [`SyncedLocal`] neither records nor flushes. Other stores ignore it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unsynced;
 
 impl Durability {
     pub(crate) fn new(on: bool) -> Self {
@@ -125,7 +109,6 @@ impl Durability {
             off: !on,
             pending: Mutex::new(Vec::new()),
             synced_dirs: Mutex::new(HashSet::new()),
-            hints: Mutex::new(HashMap::new()),
             early: Arc::new(AtomicUsize::new(0)),
             turn: tokio::sync::Mutex::new(()),
             #[cfg(test)]
@@ -138,9 +121,6 @@ impl Durability {
     /// syncs, most of what it names is on disk already.
     fn record(&self, path: PathBuf) {
         if self.off {
-            return;
-        }
-        if self.hints.lock().is_ok_and(|h| h.contains_key(&path)) {
             return;
         }
         let early = self.start_flush(&path);
@@ -164,19 +144,6 @@ impl Durability {
             running.fetch_sub(1, Ordering::AcqRel);
             flushed
         }))
-    }
-
-    /// Writes of `path` while the returned guard lives are hints: overwritten again and again,
-    /// named by nothing (the version hint, work markers, the orphan ledger), so neither flushed
-    /// as they are written nor at the next sync.
-    pub(crate) fn hint(&self, path: &Path) -> Hint<'_> {
-        if let Ok(mut h) = self.hints.lock() {
-            *h.entry(path.to_path_buf()).or_default() += 1;
-        }
-        Hint {
-            durability: self,
-            path: path.to_path_buf(),
-        }
     }
 
     /// Flush every file written since the last sync (waiting for those whose flush started as
@@ -375,6 +342,7 @@ impl ObjectStore for SyncedLocal {
             PutMode::Update(_) => None,
         };
         let path = self.inner.path_to_filesystem(location)?;
+        let unsynced = opts.extensions.get::<Unsynced>().is_some();
         let r = match create {
             Some(create)
                 if payload.content_length() as u64 <= INLINE_BYTES
@@ -384,7 +352,9 @@ impl ObjectStore for SyncedLocal {
             }
             _ => self.inner.put_opts(location, payload, opts).await?,
         };
-        self.durability.record(path);
+        if !unsynced {
+            self.durability.record(path);
+        }
         Ok(r)
     }
 

@@ -222,10 +222,10 @@ pub(crate) async fn try_put_if_absent(
 /// next catalog version, see [`crate::durable`]).
 pub async fn put(stores: &Stores, location: &str, bytes: Bytes) -> Result<()> {
     let (store, path) = stores.resolve(location)?;
-    let file = stores.local_file(location);
-    let _hint = file.as_deref().map(|f| stores.durability.hint(f));
+    let mut opts = PutOptions::default();
+    opts.extensions.insert(crate::durable::Unsynced);
     store
-        .put(&path, PutPayload::from(bytes))
+        .put_opts(&path, PutPayload::from(bytes), opts)
         .await
         .map_err(|e| LakeError::store(location, e))?;
     Ok(())
