@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
-use arrow_array::{BooleanArray, RecordBatch, StringArray};
+use arrow::buffer::BooleanBuffer;
+use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
 use arrow_schema::{ArrowError, SchemaRef};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
@@ -644,14 +645,26 @@ async fn read_plain(
 
 /// The keys a lookup asks for, by the field id of their string column: what a read decodes of
 /// the other columns (see [`Table::read_file_tasks_keyed`]).
+///
+/// Every row of every row group a lookup reads has its key looked up here, so the set hashes
+/// with foldhash (hashbrown's default, and what DataFusion's hash tables use) rather than std's
+/// SipHash, several times the work for a short id. Its seed comes from the process's address
+/// layout: unpredictable enough for keys taken from data, though not, as SipHash is, made to
+/// resist keys crafted to collide.
 pub(crate) struct KeySet {
     field_id: i32,
-    keys: HashSet<String>,
+    keys: HashSet<String, foldhash::fast::RandomState>,
 }
 
 impl KeySet {
-    pub(crate) fn new(field_id: i32, keys: HashSet<String>) -> KeySet {
-        KeySet { field_id, keys }
+    pub(crate) fn new<'a>(field_id: i32, keys: impl IntoIterator<Item = &'a str>) -> KeySet {
+        let keys = keys.into_iter();
+        let mut set = HashSet::with_capacity_and_hasher(keys.size_hint().0, Default::default());
+        set.extend(keys.map(str::to_string));
+        KeySet {
+            field_id,
+            keys: set,
+        }
     }
 
     /// The file's top-level column with the key's field id, when it is a string column.
@@ -673,10 +686,10 @@ impl KeySet {
             .as_any()
             .downcast_ref::<StringArray>()
             .ok_or_else(|| ArrowError::CastError("a lookup key column is not Utf8".into()))?;
-        Ok(ids
-            .iter()
-            .map(|v| Some(v.is_some_and(|k| self.keys.contains(k))))
-            .collect())
+        let keep = BooleanBuffer::collect_bool(ids.len(), |i| {
+            ids.is_valid(i) && self.keys.contains(ids.value(i))
+        });
+        Ok(BooleanArray::new(keep, None))
     }
 }
 
