@@ -317,9 +317,9 @@ pub const MTIME_SLACK: Duration = Duration::from_secs(60);
 /// What bronze already knows, from `bronze.landing_files` at the branch.
 struct Known {
     /// Every landing file name recorded (in any status) → its latest record.
-    names: HashMap<String, Recorded>,
+    names: HashMap<String, Recorded, Fold>,
     /// (source, sha256) of every file version whose lines are in bronze → its name.
-    tapped: HashMap<(String, String), String>,
+    tapped: HashMap<(String, String), String, Fold>,
     /// The ledger's rows as read, and the data files that held them.
     ledger: Vec<RecordBatch>,
     ledger_files: BTreeSet<String>,
@@ -333,6 +333,9 @@ struct Known {
 /// season. Compacted at this many, a tap reads at most this many files, and one tap in this
 /// many rewrites the ledger (a few thousand rows a season at any scale: a row per landing file).
 pub const LEDGER_FILES_KEPT: usize = 8;
+
+/// The hasher of [`Known`]'s maps (keys taken from the tap's own ledger).
+type Fold = foldhash::fast::RandomState;
 
 /// What a landing file held when a tap last recorded it.
 struct Recorded {
@@ -392,9 +395,13 @@ impl Known {
             .iter()
             .map(|f| f.file_path().to_string())
             .collect();
+        // A row per landing file of the season: every tap builds these maps from the whole
+        // ledger, so they are sized once and hash with foldhash, quicker than std's SipHash on
+        // keys this long (a path; a source and a sha256).
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
         let mut known = Known {
-            names: HashMap::new(),
-            tapped: HashMap::new(),
+            names: HashMap::with_capacity_and_hasher(rows, Fold::default()),
+            tapped: HashMap::with_capacity_and_hasher(rows, Fold::default()),
             ledger: Vec::new(),
             ledger_files,
             latest_arrival: None,
