@@ -241,6 +241,18 @@ impl Table {
 
     /// The live data files of the table at `at`.
     pub async fn data_files(&self, at: &At) -> Result<Vec<DataFile>> {
+        self.live_files(at, DataFile::clone).await
+    }
+
+    /// The paths of the table's live data files at `at`: [`Table::data_files`] without copying
+    /// each file's entry (its column statistics most of all) out of the manifests the catalog
+    /// handle keeps.
+    pub async fn data_file_paths(&self, at: &At) -> Result<Vec<String>> {
+        self.live_files(at, |f| f.file_path().to_string()).await
+    }
+
+    /// `each` of the live data files at `at`, in manifest order.
+    async fn live_files<T>(&self, at: &At, each: impl Fn(&DataFile) -> T) -> Result<Vec<T>> {
         let name = self.name().to_string();
         let Some(id) = self.resolve(at)? else {
             return Ok(Vec::new());
@@ -258,7 +270,7 @@ impl Table {
                 m.entries()
                     .iter()
                     .filter(|e| e.is_alive())
-                    .map(|e| e.data_file().clone()),
+                    .map(|e| each(e.data_file())),
             );
         }
         Ok(out)
@@ -293,8 +305,11 @@ impl Table {
                 snapshot_id: id,
             });
         }
-        let files = self.data_files(&At::Snapshot(id)).await?;
-        Ok(files.iter().map(|f| f.file_path().to_string()).collect())
+        Ok(self
+            .data_file_paths(&At::Snapshot(id))
+            .await?
+            .into_iter()
+            .collect())
     }
 
     /// The snapshots of `branch` after `after` (exclusive) through `through` (inclusive;
@@ -932,6 +947,24 @@ mod tests {
         let at = At::reference("audit");
         let files = t.data_files(&at).await.expect("files").len();
         assert_eq!(files, 12, "three appends over four days");
+        // The paths alone, as the files list them, at the head and at the first append.
+        let first = At::Snapshot(
+            t.ancestry(t.head("audit").expect("head"))
+                .expect("ancestry")
+                .last()
+                .expect("a snapshot")
+                .snapshot_id,
+        );
+        for at in [&at, &first] {
+            let paths: Vec<String> = t
+                .data_files(at)
+                .await
+                .expect("files")
+                .iter()
+                .map(|f| f.file_path().to_string())
+                .collect();
+            assert_eq!(t.data_file_paths(at).await.expect("paths"), paths);
+        }
 
         let before = PLAIN_FILES.get();
         let read = t.scan(&at).await.expect("scan");

@@ -389,11 +389,10 @@ impl Known {
         };
         let batches = table.scan(&at).await.map_err(lake_err)?;
         let ledger_files = table
-            .data_files(&at)
+            .data_file_paths(&at)
             .await
             .map_err(lake_err)?
-            .iter()
-            .map(|f| f.file_path().to_string())
+            .into_iter()
             .collect();
         // A row per landing file of the season: every tap builds these maps from the whole
         // ledger, so they are sized once and hash with foldhash, quicker than std's SipHash on
