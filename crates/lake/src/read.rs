@@ -662,8 +662,8 @@ async fn read_plain(
 /// the other columns (see [`Table::read_file_tasks_keyed`]).
 ///
 /// Every row of every row group a lookup reads has its key looked up here, so the set hashes
-/// with foldhash (hashbrown's default, and what DataFusion's hash tables use) rather than std's
-/// SipHash, several times the work for a short id. Its seed comes from the process's address
+/// with foldhash (hashbrown's default hasher) rather than std's SipHash, several times the
+/// work for a short id. Its seed comes from the process's address
 /// layout: unpredictable enough for keys taken from data, though not, as SipHash is, made to
 /// resist keys crafted to collide.
 pub(crate) struct KeySet {
