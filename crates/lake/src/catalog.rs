@@ -77,6 +77,9 @@ pub(crate) struct Inner {
     /// The JSON of each snapshot this handle's commits wrote into table metadata (snapshots
     /// never change): the next commit of the table copies it.
     pub(crate) snapshot_json: crate::metadata_json::SnapshotJson,
+    /// The Arrow schemas of the data-file footers this handle decoded, by what they decode
+    /// from: a table's files written under one schema share one.
+    pub(crate) arrow_schemas: crate::plan::ArrowSchemas,
 }
 
 /// A file catalog over object storage. Cheap to clone; clones share one store.
@@ -179,6 +182,7 @@ impl Catalog {
                 parsed: Default::default(),
                 manifest_headers: Default::default(),
                 snapshot_json: Default::default(),
+                arrow_schemas: Default::default(),
             }),
         }
     }

@@ -942,6 +942,84 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn footers_of_one_schema_decode_its_arrow_schema_once() {
+        use parquet::arrow::ParquetRecordBatchStreamBuilder;
+        use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+        let (c, t, _) = three_appends("t.footers", 40).await;
+        let files = t.data_files(&At::reference("audit")).await.expect("files");
+        assert_eq!(files.len(), 12, "three appends over four days");
+        assert_eq!(c.inner.arrow_schemas.decoded(), 0, "no footer read yet");
+        let read = |footer: ArrowReaderMetadata, file| async move {
+            let rows: Vec<RecordBatch> =
+                ParquetRecordBatchStreamBuilder::new_with_metadata(file, footer)
+                    .build()
+                    .expect("reader")
+                    .try_collect()
+                    .await
+                    .expect("rows");
+            rows
+        };
+        let mut shared = None;
+        for f in &files {
+            let (file, footer) = c
+                .open_data_file(f.file_path(), f.file_size_in_bytes())
+                .await
+                .expect("footer");
+            // The same file's footer decoded from scratch, Arrow schema and all.
+            let mut plain = iceberg::arrow::ArrowFileReader::new(
+                iceberg::io::FileMetadata {
+                    size: f.file_size_in_bytes(),
+                },
+                c.inner
+                    .file_io
+                    .new_input(f.file_path())
+                    .expect("input")
+                    .reader()
+                    .await
+                    .expect("reader"),
+            );
+            let decoded = ArrowReaderMetadata::load_async(&mut plain, ArrowReaderOptions::new())
+                .await
+                .expect("decoded");
+            assert_eq!(footer.schema(), decoded.schema(), "{}", f.file_path());
+            assert_eq!(footer.parquet_schema(), decoded.parquet_schema());
+            // Not decoded again: the first file's schema, the same allocation.
+            let first = shared.get_or_insert_with(|| footer.schema().clone());
+            assert!(Arc::ptr_eq(first, footer.schema()), "{}", f.file_path());
+            let rows = read(footer, file).await;
+            assert_eq!(sorted(&rows), sorted(&read(decoded, plain).await));
+            assert!(rows.iter().map(RecordBatch::num_rows).sum::<usize>() > 0);
+        }
+        assert_eq!(
+            c.inner.arrow_schemas.decoded(),
+            1,
+            "twelve files written under one schema, one Arrow schema decoded"
+        );
+
+        // A table of other columns: its files decode a schema of their own.
+        let narrow = rows(0, 30).project(&[0, 4]).expect("project");
+        c.create_table("t.narrow", &narrow.schema(), &[])
+            .await
+            .expect("create");
+        c.append(
+            "t.narrow",
+            "audit",
+            std::slice::from_ref(&narrow),
+            Default::default(),
+        )
+        .await
+        .expect("append");
+        let n = c.table("t.narrow").await.expect("load");
+        let f = n.data_files(&At::reference("audit")).await.expect("files");
+        let (_, footer) = c
+            .open_data_file(f[0].file_path(), f[0].file_size_in_bytes())
+            .await
+            .expect("footer");
+        assert_eq!(footer.schema().fields().len(), 2);
+        assert_eq!(c.inner.arrow_schemas.decoded(), 2);
+    }
+
+    #[tokio::test]
     async fn a_plain_scan_reads_by_field_id_and_keeps_each_footer() {
         let (c, t, written) = three_appends("t.kinds", 50).await;
         let at = At::reference("audit");
