@@ -436,7 +436,6 @@ impl Catalog {
             let md =
                 serde_json::from_slice::<TableMetadata>(&bytes).map_err(|e| bad(e.to_string()))?;
             let refs = refs_of(&bytes).map_err(|e| bad(e.to_string()))?;
-            self.inner.snapshot_json.keep_parsed(&md, &bytes);
             Ok((md, refs, bytes.len() as u64))
         })
         .await

@@ -42,41 +42,6 @@ impl SnapshotJson {
         let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         tables.entry(uuid).or_default().clone()
     }
-
-    /// Keep the JSON of each snapshot of format-v2 metadata just parsed from `json`, as the
-    /// file has it, for the snapshots `md` (parsed from those bytes) holds and that are not
-    /// kept yet: the handle's first commit of the table then copies them instead of writing
-    /// every snapshot of the table's history again. Bytes this cannot follow keep nothing.
-    pub(crate) fn keep_parsed(&self, md: &TableMetadata, json: &[u8]) {
-        #[derive(serde::Deserialize)]
-        struct Snapshots {
-            #[serde(default)]
-            snapshots: Vec<Box<RawValue>>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Id {
-            #[serde(rename = "snapshot-id")]
-            snapshot_id: i64,
-        }
-        if md.format_version() != FormatVersion::V2 || md.snapshots().len() == 0 {
-            return;
-        }
-        let Ok(parsed) = serde_json::from_slice::<Snapshots>(json) else {
-            return;
-        };
-        let table = self.table(md.uuid());
-        let mut written = table.lock().unwrap_or_else(|p| p.into_inner());
-        for raw in parsed.snapshots {
-            let Ok(Id { snapshot_id }) = serde_json::from_str::<Id>(raw.get()) else {
-                continue;
-            };
-            if let Some(snap) = md.snapshot_by_id(snapshot_id) {
-                written
-                    .entry(snapshot_id)
-                    .or_insert_with(|| (snap.clone(), raw));
-            }
-        }
-    }
 }
 
 /// The JSON of `md`. `refs`, when given, must be `md`'s refs: lake's writers pass the refs they
@@ -355,35 +320,6 @@ mod tests {
         .unwrap()
         .metadata;
         same_as_iceberg(&bare);
-    }
-
-    /// Metadata parsed from a file keeps each snapshot's JSON as the file has it (here with a
-    /// field iceberg-rust does not read, so a copy shows), and the next write copies it.
-    #[test]
-    fn snapshot_json_parsed_from_a_file_is_copied_by_the_next_write() {
-        let md = rich();
-        let mut json: serde_json::Value = serde_json::to_value(&md).unwrap();
-        for snap in json["snapshots"].as_array_mut().unwrap() {
-            snap["x-copied"] = true.into();
-        }
-        let bytes = serde_json::to_vec(&json).unwrap();
-        let parsed: TableMetadata = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(parsed, md, "iceberg-rust reads past the extra field");
-        let kept = SnapshotJson::default();
-        kept.keep_parsed(&parsed, &bytes);
-        let ours = to_vec(&parsed, Some(&ref_map(&parsed)), &kept).unwrap();
-        let ours_v: serde_json::Value = serde_json::from_slice(&ours).unwrap();
-        assert_eq!(ours_v, json, "every snapshot copied from the file");
-        let again: TableMetadata = serde_json::from_slice(&ours).unwrap();
-        assert_eq!(again, md);
-        // Without the parsed file's JSON, every snapshot is written afresh.
-        let fresh = to_vec(&parsed, Some(&ref_map(&parsed)), &SnapshotJson::default()).unwrap();
-        let fresh_v: serde_json::Value = serde_json::from_slice(&fresh).unwrap();
-        assert_eq!(fresh_v, serde_json::to_value(&md).unwrap());
-        // Bytes that are not metadata keep nothing.
-        let other = SnapshotJson::default();
-        other.keep_parsed(&parsed, b"not json");
-        assert!(other.table(md.uuid()).lock().unwrap().is_empty());
     }
 
     /// Kept snapshot JSON is copied only for the same snapshot: metadata read back (equal
