@@ -28,8 +28,9 @@ use iceberg::spec::{
     Schema, Struct, StructType, Type,
 };
 
-/// Headers kept per catalog handle before the maps are emptied and start again (a lake holds
-/// a few dozen tables and each changes its schema rarely).
+/// Values a [`Memo`] keeps before it is emptied and starts again (manifest headers and the
+/// Arrow schemas of data-file footers: a lake holds a few dozen tables and each changes its
+/// schema rarely).
 const KEEP: usize = 256;
 
 /// The metadata keys [`ManifestMetadata::parse`] reads, in a fixed order.
@@ -100,7 +101,7 @@ impl Headers {
 }
 
 /// Parsed values by key, at most [`KEEP`] of them: a full map is emptied and starts again.
-struct Memo<K, V>(Mutex<HashMap<K, Arc<V>>>);
+pub(crate) struct Memo<K, V>(Mutex<HashMap<K, Arc<V>>>);
 
 impl<K, V> Default for Memo<K, V> {
     fn default() -> Self {
@@ -109,14 +110,14 @@ impl<K, V> Default for Memo<K, V> {
 }
 
 impl<K: Hash + Eq, V> Memo<K, V> {
-    fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<Arc<V>>
+    pub(crate) fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<Arc<V>>
     where
         K: Borrow<Q>,
     {
         self.lock().get(key).cloned()
     }
 
-    fn keep(&self, key: K, value: V) -> Arc<V> {
+    pub(crate) fn keep(&self, key: K, value: V) -> Arc<V> {
         let value = Arc::new(value);
         let mut map = self.lock();
         if map.len() >= KEEP {
@@ -131,7 +132,7 @@ impl<K: Hash + Eq, V> Memo<K, V> {
     }
 
     #[cfg(test)]
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 }

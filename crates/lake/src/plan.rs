@@ -349,89 +349,56 @@ impl Catalog {
 /// and its key-value metadata, where Arrow's writer keeps the schema it wrote (`ARROW:schema`,
 /// base64 of an IPC message: 2.4 KB for `silver.orders`); decoding and verifying that message
 /// was most of what turning a parsed footer into a reader's metadata cost, for each of the
-/// dozens of day files a lookup opens in a new process. A footer whose Parquet schema and
-/// key-value metadata equal one decoded before is given that schema (parquet's supplied-schema
-/// path, which still works out the file's own column levels and checks every column's type,
-/// nullability and metadata against it); any other is decoded, and kept for the next.
+/// dozens of day files a lookup opens in a new process. The decoded schema is kept in a
+/// [`crate::manifest::Memo`] (as manifest headers are) by the footer's key-value metadata,
+/// with the Parquet schema it came with; a footer with the same of both is given that schema
+/// (parquet's supplied-schema path, which still works out the file's own column levels and
+/// checks every column's type, nullability and metadata against it); any other is decoded,
+/// and kept for the next.
 #[derive(Default)]
-pub(crate) struct ArrowSchemas {
-    decoded: Mutex<ArrowSchemaMap>,
-}
+pub(crate) struct ArrowSchemas(crate::manifest::Memo<FooterKeyValues, DecodedSchema>);
 
-/// By a hash of a footer's key-value metadata: that metadata, the Parquet schema, and the Arrow
-/// schema decoded from them.
-type ArrowSchemaMap = HashMap<
-    u64,
-    Vec<(
-        Vec<parquet::file::metadata::KeyValue>,
-        parquet::schema::types::TypePtr,
-        arrow_schema::SchemaRef,
-    )>,
->;
+/// A footer's key-value metadata, as pairs.
+type FooterKeyValues = Vec<(String, Option<String>)>;
 
-/// How many distinct footers [`ArrowSchemas`] keeps before it starts again (a handle sees one
-/// per schema a table was written under: a few dozen).
-const ARROW_SCHEMAS_KEPT: usize = 1024;
+/// The Parquet schema a footer had and the Arrow schema decoded from it with its key values.
+type DecodedSchema = (parquet::schema::types::TypePtr, arrow_schema::SchemaRef);
 
 impl ArrowSchemas {
-    /// `metadata` as parquet's reader takes it, its Arrow schema decoded only when no footer
-    /// with the same Parquet schema and key-value metadata was decoded before.
+    /// `metadata` as parquet's reader takes it, its Arrow schema decoded only when the last
+    /// footer decoded with the same key-value metadata did not have the same Parquet schema.
     pub(crate) fn footer(
         &self,
         metadata: Arc<parquet::file::metadata::ParquetMetaData>,
         options: parquet::arrow::arrow_reader::ArrowReaderOptions,
     ) -> parquet::errors::Result<parquet::arrow::arrow_reader::ArrowReaderMetadata> {
         use parquet::arrow::arrow_reader::ArrowReaderMetadata;
-        use std::hash::{BuildHasher, Hash, Hasher};
-        let kept = metadata.clone();
-        let file = kept.file_metadata();
-        let kv: &[parquet::file::metadata::KeyValue] =
-            file.key_value_metadata().map_or(&[], Vec::as_slice);
+        let file = metadata.file_metadata();
+        let key: FooterKeyValues = file
+            .key_value_metadata()
+            .into_iter()
+            .flatten()
+            .map(|kv| (kv.key.clone(), kv.value.clone()))
+            .collect();
         let root = file.schema_descr().root_schema_ptr();
-        let hash = {
-            let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
-            for pair in kv {
-                pair.key.hash(&mut h);
-                pair.value.hash(&mut h);
-            }
-            h.finish()
-        };
-        type Entry = (
-            Vec<parquet::file::metadata::KeyValue>,
-            parquet::schema::types::TypePtr,
-            arrow_schema::SchemaRef,
-        );
-        let same = |(k, r, _): &&Entry| k.as_slice() == kv && **r == *root;
-        let known = self
-            .lock()
-            .get(&hash)
-            .and_then(|seen| seen.iter().find(same).map(|(_, _, s)| s.clone()));
-        if let Some(schema) = known
-            && let Ok(footer) =
-                ArrowReaderMetadata::try_new(metadata.clone(), options.clone().with_schema(schema))
+        if let Some(known) = self.0.get(&key)
+            && *known.0 == *root
+            && let Ok(footer) = ArrowReaderMetadata::try_new(
+                metadata.clone(),
+                options.clone().with_schema(known.1.clone()),
+            )
         {
             return Ok(footer);
         }
         let footer = ArrowReaderMetadata::try_new(metadata, options)?;
-        let mut decoded = self.lock();
-        if decoded.len() >= ARROW_SCHEMAS_KEPT {
-            decoded.clear();
-        }
-        let seen = decoded.entry(hash).or_default();
-        if !seen.iter().any(|e| same(&e)) {
-            seen.push((kv.to_vec(), root, footer.schema().clone()));
-        }
+        self.0.keep(key, (root, footer.schema().clone()));
         Ok(footer)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ArrowSchemaMap> {
-        self.decoded.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// How many Arrow schemas have been decoded and kept.
+    /// How many Arrow schemas are kept.
     #[cfg(test)]
     pub(crate) fn decoded(&self) -> usize {
-        self.lock().values().map(Vec::len).sum()
+        self.0.len()
     }
 }
 
