@@ -19,11 +19,12 @@
 //! waits for those and flushes the rest, a few threads at once. The order a version depends on is
 //! unchanged: nothing it names is flushed later than before, only sooner.
 //!
-//! What it costs, on the two-core machine of the benchmarks (ext4): about 1.2 s of a scale-1
-//! `season` (93 runs, 282 catalog versions), 13 ms a daily run, when every flush waited for the
-//! sync; starting them as files are written took the `season` from a median of 14.5 s to 13.6 s
-//! (six of each, taking turns; `tests/benches/LOG.md` has these and the seasons measured with and
-//! without syncing). `LAKE_FSYNC=off` (or `0`, `false`, `no`) turns it off for a process: for throwaway
+//! What it costs, on the two-core machines of the benchmarks (ext4): about 1.2 s of a scale-1
+//! `season` (93 runs, 282 catalog versions), 13 ms a daily run, on one, when every flush waited
+//! for the sync; starting them as files are written took the `season` from a median of 14.5 s to
+//! 13.6 s (six of each, taking turns); on the slower host measured since, 1.0-2.4 s of a `season`
+//! (11-26 ms a run). `tests/benches/LOG.md` has these and the seasons measured with and without
+//! syncing. `LAKE_FSYNC=off` (or `0`, `false`, `no`) turns it off for a process: for throwaway
 //! lakes (a RAM disk, a test), where a power cut loses the whole folder anyway.
 //!
 //! Objects lake overwrites in place through [`crate::storage::put`] are not synced: the version
