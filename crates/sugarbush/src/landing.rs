@@ -86,30 +86,32 @@ fn entry_metadata(entry: &fs::DirEntry) -> std::io::Result<Option<fs::Metadata>>
 /// Accepts `20260817T000012Z-payments-20260816T23.jsonl` and
 /// `payments/2026-08-17/20260817T000012Z-payments-20260816T23.jsonl` alike.
 pub fn parse_landing_name(name: &str) -> Result<LandingName> {
-    let bad = || SugarbushError::BadLandingName {
+    let (source, ms, label) = name_parts(name).ok_or_else(|| SugarbushError::BadLandingName {
         path: PathBuf::from(name),
-    };
-    let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    let (stamp, rest) = file.split_once('-').ok_or_else(bad)?;
-    let ms = time::parse_compact_stamp(stamp).ok_or_else(bad)?;
-    let source = Source::ALL
-        .into_iter()
-        .find(|s| {
-            rest.strip_prefix(s.as_str())
-                .is_some_and(|r| r.starts_with('-'))
-        })
-        .ok_or_else(bad)?;
-    let after = &rest[source.as_str().len() + 1..];
-    let label = after
-        .strip_suffix(source.extension())
-        .and_then(|l| l.strip_suffix('.'))
-        .filter(|l| !l.is_empty())
-        .ok_or_else(bad)?;
+    })?;
     Ok(LandingName {
         source,
         arrived_at: time::to_datetime(ms),
         label: label.to_string(),
     })
+}
+
+/// What [`parse_landing_name`] reads from `name`, borrowed: its source, its arrival time in
+/// milliseconds and its label. `None` when it is not a landing name.
+fn name_parts(name: &str) -> Option<(Source, i64, &str)> {
+    let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    let (stamp, rest) = file.split_once('-')?;
+    let ms = time::parse_compact_stamp(stamp)?;
+    let source = Source::ALL.into_iter().find(|s| {
+        rest.strip_prefix(s.as_str())
+            .is_some_and(|r| r.starts_with('-'))
+    })?;
+    let after = &rest[source.as_str().len() + 1..];
+    let label = after
+        .strip_suffix(source.extension())
+        .and_then(|l| l.strip_suffix('.'))
+        .filter(|l| !l.is_empty())?;
+    Some((source, ms, label))
 }
 
 /// The relative name (under `landing/`) of a file of `source` that arrived at `arrived_ms`.
@@ -163,37 +165,45 @@ pub fn landed(
         if day > last_day {
             continue;
         }
+        // A tap lists every landing file every run, so a name is parsed where it lies and
+        // copied once, into its relative name; the path is built only for a file listed.
         for entry in fs::read_dir(&day_path).at(&day_path)? {
             let entry = entry.at(&day_path)?;
             let file_name = entry.file_name();
-            let file_name = file_name.to_string_lossy();
-            if file_name.starts_with('.') {
+            if file_name.as_encoded_bytes().starts_with(b".") {
                 continue;
             }
-            let path = entry.path();
-            let parsed = parse_landing_name(&file_name)
-                .map_err(|_| SugarbushError::BadLandingName { path: path.clone() })?;
-            let arrived_ms = time::from_datetime(&parsed.arrived_at);
-            if parsed.source != source || time::day_of(arrived_ms) != day {
-                return Err(SugarbushError::BadLandingName { path });
+            let bad = || SugarbushError::BadLandingName { path: entry.path() };
+            let name = file_name.to_str().ok_or_else(bad)?;
+            let (named_source, arrived_ms, _) = name_parts(name).ok_or_else(bad)?;
+            if named_source != source || time::day_of(arrived_ms) != day {
+                return Err(bad());
             }
             if arrived_ms > through_ms {
                 continue;
             }
+            let path = entry.path();
             let seen = entry_metadata(&entry).at(&path)?.map(|m| Seen {
                 bytes: m.len(),
                 modified: m.modified().ok(),
             });
+            let src = source.as_str();
+            let mut relative_name =
+                String::with_capacity(src.len() + day_name.len() + name.len() + 2);
+            for part in [src, "/", &day_name, "/", name] {
+                relative_name.push_str(part);
+            }
             out.push(LandedFile {
                 source,
-                relative_name: format!("{}/{}/{}", source.as_str(), day_name, file_name),
+                relative_name,
                 path,
-                arrived_at: parsed.arrived_at,
+                arrived_at: time::to_datetime(arrived_ms),
                 seen,
             });
         }
     }
-    out.sort_by(|a, b| {
+    // Relative names are unique, so an unstable sort orders them as a stable one would.
+    out.sort_unstable_by(|a, b| {
         a.arrived_at
             .cmp(&b.arrived_at)
             .then_with(|| a.relative_name.cmp(&b.relative_name))

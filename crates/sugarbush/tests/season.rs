@@ -684,8 +684,32 @@ fn landed_skips_hidden_files_and_names_strangers() {
     assert!(err.to_string().contains("notes.txt"), "{err}");
     // A file in the wrong date folder is a stranger too.
     fs::remove_file(day.join("notes.txt")).expect("rm");
-    fs::write(day.join("20260805T010005Z-orders-20260805T00.jsonl"), b"").expect("write");
-    assert!(landed(root, Source::Orders, end_of_time()).is_err());
+    let wrong_day = day.join("20260805T010005Z-orders-20260805T00.jsonl");
+    fs::write(&wrong_day, b"").expect("write");
+    let err = landed(root, Source::Orders, end_of_time()).expect_err("wrong day");
+    assert!(err.to_string().contains("20260805T010005Z"), "{err}");
+    // So is another source's file in this source's folder.
+    fs::remove_file(&wrong_day).expect("rm");
+    fs::write(day.join("20260802T030005Z-payments-20260802T02.jsonl"), b"").expect("write");
+    let err = landed(root, Source::Orders, end_of_time()).expect_err("another source");
+    assert!(err.to_string().contains("-payments-"), "{err}");
+    fs::remove_file(day.join("20260802T030005Z-payments-20260802T02.jsonl")).expect("rm");
+    // And a name that is not UTF-8.
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = day.join(std::ffi::OsStr::from_bytes(b"2026\xff-orders.jsonl"));
+        fs::write(&odd, b"").expect("write");
+        let err = landed(root, Source::Orders, end_of_time()).expect_err("not UTF-8");
+        assert!(err.to_string().contains("orders.jsonl"), "{err}");
+        fs::remove_file(&odd).expect("rm");
+    }
+    assert_eq!(
+        landed(root, Source::Orders, end_of_time())
+            .expect("strangers gone")
+            .len(),
+        2
+    );
 }
 
 #[test]
