@@ -187,15 +187,9 @@ pub fn landed(
                 bytes: m.len(),
                 modified: m.modified().ok(),
             });
-            let src = source.as_str();
-            let mut relative_name =
-                String::with_capacity(src.len() + day_name.len() + name.len() + 2);
-            for part in [src, "/", &day_name, "/", name] {
-                relative_name.push_str(part);
-            }
             out.push(LandedFile {
                 source,
-                relative_name,
+                relative_name: [source.as_str(), "/", &day_name, "/", name].concat(),
                 path,
                 arrived_at: time::to_datetime(arrived_ms),
                 seen,
