@@ -113,6 +113,26 @@ impl SqlContext {
             .ok_or_else(|| LakeError::Other(format!("count(*) of {table} returned no count")))
     }
 
+    /// True when `table` (named as a query names it) is one of lake's and reads no data file:
+    /// an empty `main`, or an [`ADDED`] or [`REMOVED`] reach of [`Catalog::sql_changes`] that
+    /// no file was added to or removed from. Any query of such a table alone sees no rows, so a
+    /// caller can answer it without parsing, optimising and planning it. False when the table
+    /// reads a file, or is not lake's (only a query can tell then).
+    pub async fn reads_no_files(&self, table: &str) -> Result<bool> {
+        let provider = self
+            .ctx
+            .table_provider(table)
+            .await
+            .map_err(|e| self.explain(e))?;
+        let Some(lake) = provider.as_any().downcast_ref::<LakeTableProvider>() else {
+            return Ok(false);
+        };
+        let Some(id) = lake.snapshot else {
+            return Ok(true);
+        };
+        Ok(lake.tasks(id, None, None).await?.is_empty())
+    }
+
     fn explain(&self, e: datafusion::error::DataFusionError) -> LakeError {
         let msg = e.to_string();
         let skipped = self.skipped.iter().map(|s| (s, "has nothing to read here"));

@@ -808,6 +808,13 @@ async fn file_changes_carry_any_sum_from_one_snapshot_to_another() {
                 figures.0,
                 "{name}"
             );
+            // A reach no file was added to or removed from says so without a query; one
+            // that holds files never does (these files all hold rows).
+            assert_eq!(
+                changes.reads_no_files(&name).await.unwrap(),
+                figures.0 == 0,
+                "{name}: {from} -> {to}"
+            );
         }
         let (before, after) = (at(from).await, at(to).await);
         let whole = c.sql(Some(version), &At::Snapshot(to)).await.unwrap();
@@ -822,6 +829,16 @@ async fn file_changes_carry_any_sum_from_one_snapshot_to_another() {
             figures(listed).0
         );
         let missing = whole.count_rows("gold.nothing").await.unwrap_err();
+        assert!(missing.to_string().contains("nothing"), "{missing}");
+        assert!(!whole.reads_no_files("gold.daily").await.unwrap());
+        // A table that is not lake's may hold rows only a query can count.
+        assert!(
+            !whole
+                .reads_no_files("information_schema.tables")
+                .await
+                .unwrap()
+        );
+        let missing = whole.reads_no_files("gold.nothing").await.unwrap_err();
         assert!(missing.to_string().contains("nothing"), "{missing}");
         assert_eq!(
             (
@@ -880,6 +897,11 @@ async fn a_branch_emptied_reads_as_before_its_first_snapshot_and_moves_on_again(
         ids(&t.scan(&At::reference("kept")).await.unwrap()),
         vec![0, 1, 2]
     );
+    // SQL sees the emptied `main` as a table with no file to read; the tag still has one.
+    let sql = c.sql(None, &At::Main).await.unwrap();
+    assert!(sql.reads_no_files("silver.s").await.unwrap());
+    let sql = c.sql(None, &At::reference("kept")).await.unwrap();
+    assert!(!sql.reads_no_files("silver.s").await.unwrap());
     // A tag is not a branch to empty.
     assert!(matches!(
         c.update_refs(

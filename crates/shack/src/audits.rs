@@ -19,7 +19,8 @@
 //!   last publish's figures (its evidence) to the graded snapshots: less the rows of each
 //!   table's data files removed since, plus those of the files added since
 //!   ([`lake::Catalog::sql_changes`], by the two snapshots' file lists, whatever operations lie
-//!   between: appends, partition replacements, whole rewrites). It reads every table whole
+//!   between: appends, partition replacements, whole rewrites); a reach no file was added
+//!   to or removed from is zero without a query. It reads every table whole
 //!   instead when nothing was published, the last publish has no figures (a rollback), a table
 //!   has delete files or is new, and in one grade of [`CONSERVATION_WHOLE_EVERY`], where it
 //!   also checks the carried figures against the whole read and BLOCKs when they differ. The
@@ -90,6 +91,16 @@ async fn query(sql: &SqlContext, what: &str, text: &str) -> Result<Vec<RecordBat
     sql.query(text)
         .await
         .map_err(|e| ShackError::lake(format!("{what} ({text})"), e))
+}
+
+/// True when `from` (a table as `sql` names it) reads no data file, so every figure over it
+/// alone is zero or absent and no query need be parsed, optimised and planned: most often a
+/// reach of [`Catalog::sql_changes`] no file was added to or removed from (an append-only
+/// table removes none).
+async fn reads_nothing(sql: &SqlContext, what: &str, from: &str) -> Result<bool> {
+    sql.reads_no_files(from)
+        .await
+        .map_err(|e| ShackError::lake(format!("{what} ({from})"), e))
 }
 
 /// Column `col` of every batch as integers (any integer or date type; dates as epoch days).
@@ -371,16 +382,14 @@ async fn event_totals(
     table: &str,
     signed: &str,
 ) -> Result<EventTotals> {
-    if !graded(ctx, table) {
+    let from = reach.table(table);
+    if !graded(ctx, table) || reads_nothing(sql, table, &from).await? {
         return Ok(EventTotals::default());
     }
     let rows = query(
         sql,
         table,
-        &format!(
-            "SELECT currency, count(*), sum({signed}) FROM {} GROUP BY currency",
-            reach.table(table)
-        ),
+        &format!("SELECT currency, count(*), sum({signed}) FROM {from} GROUP BY currency"),
     )
     .await?;
     let currencies = strings(&rows, 0, table)?;
@@ -415,13 +424,14 @@ async fn headers(
         // JSON-lines sources have no header line.
         Source::Orders | Source::Payments => return Ok(0),
     };
+    let from = reach.table(&table);
+    if reads_nothing(sql, &table, &from).await? {
+        return Ok(0);
+    }
     let rows = query(
         sql,
         &table,
-        &format!(
-            "SELECT _raw FROM {} WHERE strpos(_raw, '{first_field}') > 0",
-            reach.table(&table)
-        ),
+        &format!("SELECT _raw FROM {from} WHERE strpos(_raw, '{first_field}') > 0"),
     )
     .await?;
     let mut n = 0;
@@ -466,6 +476,7 @@ async fn tally_if_graded(
             .count_rows(&from)
             .await
             .map_err(|e| ShackError::lake(format!("{table} (count(*) of {from})"), e)),
+        Tally::Sum(_) if reads_nothing(sql, table, &from).await? => Ok(0),
         Tally::Sum(column) => {
             let text = format!("SELECT sum({column}) FROM {from}");
             scalar(&query(sql, table, &text).await?, 0, table)
@@ -490,16 +501,16 @@ async fn source_balances(
     sql: &SqlContext,
     reach: Reach,
 ) -> Result<Vec<SourceBalance>> {
-    let quarantine = if !graded(ctx, silver::QUARANTINE) {
+    let from = reach.table(silver::QUARANTINE);
+    let quarantine = if !graded(ctx, silver::QUARANTINE)
+        || reads_nothing(sql, silver::QUARANTINE, &from).await?
+    {
         Vec::new()
     } else {
         query(
             sql,
             silver::QUARANTINE,
-            &format!(
-                "SELECT source, count(*) FROM {} GROUP BY source",
-                reach.table(silver::QUARANTINE)
-            ),
+            &format!("SELECT source, count(*) FROM {from} GROUP BY source"),
         )
         .await?
     };
@@ -866,6 +877,10 @@ impl FxFigures {
 /// The FX-coverage figures over `reach` of the session `sql`.
 async fn fx_totals(sql: &SqlContext, reach: Reach) -> Result<FxFigures> {
     let t = gold::FCT_PAYMENTS;
+    let from = reach.table(t);
+    if reads_nothing(sql, t, &from).await? {
+        return Ok(FxFigures::default());
+    }
     // One pass over the USD events, grouped by their day and their rate's day: how many, and
     // how many without a rate.
     let groups = query(
@@ -874,8 +889,7 @@ async fn fx_totals(sql: &SqlContext, reach: Reach) -> Result<FxFigures> {
         &format!(
             "SELECT processor_date, fx_rate_date, count(*), \
              count(*) FILTER (WHERE fx_rate_micros IS NULL OR fx_rate_date IS NULL) \
-             FROM {} WHERE lower(currency) = 'usd' GROUP BY processor_date, fx_rate_date",
-            reach.table(t)
+             FROM {from} WHERE lower(currency) = 'usd' GROUP BY processor_date, fx_rate_date"
         ),
     )
     .await?;
