@@ -91,11 +91,7 @@ impl SqlContext {
     /// also how DataFusion answers the query, here without parsing, optimising and planning
     /// it (the audits count a dozen tables a grade). Otherwise the query runs.
     pub async fn count_rows(&self, table: &str) -> Result<i64> {
-        let provider = self
-            .ctx
-            .table_provider(table)
-            .await
-            .map_err(|e| self.explain(e))?;
+        let provider = self.provider(table).await?;
         if let Some(lake) = provider.as_any().downcast_ref::<LakeTableProvider>()
             && let Some(n) = lake.exact_rows().await?
         {
@@ -119,11 +115,7 @@ impl SqlContext {
     /// caller can answer it without parsing, optimising and planning it. False when the table
     /// reads a file, or is not lake's (only a query can tell then).
     pub async fn reads_no_files(&self, table: &str) -> Result<bool> {
-        let provider = self
-            .ctx
-            .table_provider(table)
-            .await
-            .map_err(|e| self.explain(e))?;
+        let provider = self.provider(table).await?;
         let Some(lake) = provider.as_any().downcast_ref::<LakeTableProvider>() else {
             return Ok(false);
         };
@@ -131,6 +123,14 @@ impl SqlContext {
             return Ok(true);
         };
         Ok(lake.tasks(id, None, None).await?.is_empty())
+    }
+
+    /// The provider of `table` (named as a query names it); the error says why there is none.
+    async fn provider(&self, table: &str) -> Result<Arc<dyn TableProvider>> {
+        self.ctx
+            .table_provider(table)
+            .await
+            .map_err(|e| self.explain(e))
     }
 
     fn explain(&self, e: datafusion::error::DataFusionError) -> LakeError {
