@@ -109,20 +109,23 @@ impl SqlContext {
             .ok_or_else(|| LakeError::Other(format!("count(*) of {table} returned no count")))
     }
 
-    /// True when `table` (named as a query names it) is one of lake's and reads no data file:
-    /// an empty `main`, or an [`ADDED`] or [`REMOVED`] reach of [`Catalog::sql_changes`] that
-    /// no file was added to or removed from. Any query of such a table alone sees no rows, so a
-    /// caller can answer it without parsing, optimising and planning it. False when the table
-    /// reads a file, or is not lake's (only a query can tell then).
+    /// True when `table` (named as a query names it) is one of lake's and certainly reads no
+    /// data file: an empty `main`, or an [`ADDED`] or [`REMOVED`] reach of
+    /// [`Catalog::sql_changes`] that no file was added to or removed from. Any query of such a
+    /// table alone sees no rows, so a caller can answer it without parsing, optimising and
+    /// planning it. Told from what the table was registered with, without planning its files
+    /// (a caller asks before the query that plans them anyway); false otherwise, when only a
+    /// query can tell (a table of another engine's, a snapshot's files).
     pub async fn reads_no_files(&self, table: &str) -> Result<bool> {
         let provider = self.provider(table).await?;
         let Some(lake) = provider.as_any().downcast_ref::<LakeTableProvider>() else {
             return Ok(false);
         };
-        let Some(id) = lake.snapshot else {
-            return Ok(true);
-        };
-        Ok(lake.tasks(id, None, None).await?.is_empty())
+        Ok(match (lake.snapshot, &lake.only) {
+            (None, _) => true,
+            (Some(_), Some(only)) => only.is_empty(),
+            (Some(_), None) => false,
+        })
     }
 
     /// The provider of `table` (named as a query names it); the error says why there is none.
