@@ -9,23 +9,36 @@
 //!
 //! So every object lake writes to a local folder is remembered ([`Durability::record`]), and
 //! before a catalog version is written, everything written since the last such point is synced
-//! to disk, files and then the directories that name them ([`Durability::sync`]); then the
-//! version, and its directory. A version therefore never reaches the disk before anything it
-//! names. Directory entries: each synced file's folder is synced; a folder this process has not
-//! synced before may be new, so its parent is synced too, up to a folder it has synced (or the
-//! root). Each file starts flushing on one of tokio's blocking threads as soon as it is written
-//! (up to [`SYNC_THREADS`] at once; a disk handles several flushes in parallel far faster than one
-//! after another), so the flushes overlap the work that writes the commit's other files; a sync
-//! waits for those and flushes the rest, a few threads at once. The order a version depends on is
-//! unchanged: nothing it names is flushed later than before, only sooner.
+//! to disk ([`Durability::sync`]); then the version. A version therefore never reaches the disk
+//! before anything it names. `LAKE_FSYNC` chooses how ([`Method`]):
 //!
-//! What it costs, on the two-core machines of the benchmarks (ext4): about 1.2 s of a scale-1
-//! `season` (93 runs, 282 catalog versions), 13 ms a daily run, on one, when every flush waited
-//! for the sync; starting them as files are written took the `season` from a median of 14.5 s to
-//! 13.6 s (six of each, taking turns); on the slower host measured since, 1.0-2.4 s of a `season`
-//! (11-26 ms a run). `tests/benches/LOG.md` has these and the seasons measured with and without
-//! syncing. `LAKE_FSYNC=off` (or `0`, `false`, `no`) turns it off for a process: for throwaway
-//! lakes (a RAM disk, a test), where a power cut loses the whole folder anyway.
+//! - **By file system** (the default on Linux 5.8 and later): one `syncfs` a sync, which writes
+//!   back every dirty file of the file system and commits its journal (new names included), on
+//!   ext2/3/4, XFS, Btrfs, F2FS and tmpfs; each file's write-back is started as it is written
+//!   (`sync_file_range`), so the sync finds less to wait for. Files elsewhere (a network or FUSE
+//!   file system), and every file of a sync when the machine holds more than 64 MiB not yet
+//!   written back (whoever wrote it: `syncfs` would wait for all of it), are flushed one by one
+//!   as below. A failed `syncfs` sends its files one by one too, so an error is reported, and
+//!   named, by the file it belongs to. What it gives up: a write-back error that another
+//!   process's `syncfs` of the same file system saw first is not seen again by lake's
+//!   (`fsync` of the file would see it); that needs a disk error and a second program syncing
+//!   that file system at once.
+//! - **File by file** (`LAKE_FSYNC=files`, and the default elsewhere): each file is flushed
+//!   (`fsync`), then the folders that name them: each synced file's folder, and, for a folder
+//!   this process has not synced before (it may be new), its parent, up to a folder it has
+//!   synced (or the root). Each file starts flushing on one of tokio's blocking threads as soon
+//!   as it is written (up to [`SYNC_THREADS`] at once; a disk handles several flushes in
+//!   parallel far faster than one after another), so the flushes overlap the work that writes
+//!   the commit's other files; a sync waits for those and flushes the rest, a few threads at
+//!   once.
+//! - **Off** (`LAKE_FSYNC=off`, or `0`, `false`, `no`): for throwaway lakes (a RAM disk, a test),
+//!   where a power cut loses the whole folder anyway.
+//!
+//! What it costs, on the two-core machine of the benchmarks (ext4, a virtual disk): file by file,
+//! 2.3-2.6 s of a scale-1 `season` (93 runs, 282 catalog versions) against no syncing; by file
+//! system, 1.8 s of that less: the flushes wait on the disk as before, but without a blocking
+//! thread and a system call per file and folder (a `season`'s voluntary context switches
+//! 103,000 → 35,000). `tests/benches/LOG.md` has these and the seasons measured before.
 //!
 //! Objects lake overwrites in place through [`crate::storage::put`] are not synced: the version
 //! hint (a stale or torn one only slows the search for the head), work markers and the orphan
@@ -58,7 +71,7 @@ const SYNC_THREADS: usize = 8;
 /// The local files written since the last sync, and the folders known to be on disk.
 #[derive(Debug)]
 pub(crate) struct Durability {
-    off: bool,
+    method: Method,
     pending: Mutex<Vec<Written>>,
     /// Folders this process synced: their own entry in their parent is on disk.
     synced_dirs: Mutex<HashSet<PathBuf>>,
@@ -81,21 +94,48 @@ struct Written {
 
 impl Default for Durability {
     fn default() -> Self {
-        Durability::new(!fsync_off())
+        Durability::new(method_from_env())
     }
 }
 
+/// How a sync makes what was written durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Method {
+    /// Nothing is flushed (`LAKE_FSYNC=off`).
+    Off,
+    /// Each file is flushed (`fsync`), then each folder that names one (`LAKE_FSYNC=files`; the
+    /// default where [`Method::Filesystem`] is not available).
+    Files,
+    /// The file system holding the files is flushed whole, once a sync (Linux `syncfs`), on
+    /// the file systems known to flush their journal with it; files elsewhere are flushed one
+    /// by one. The default on Linux 5.8 and later, where `syncfs` reports write-back errors.
+    Filesystem,
+}
+
+impl Method {
+    /// The method `LAKE_FSYNC`'s value asks for: `off` (or `0`, `false`, `no`), `files`, or
+    /// anything else (unset, `on`, `filesystem`) for the best this system has.
+    pub(crate) fn parse(value: Option<&str>) -> Method {
+        let value = value.map(|v| v.trim().to_ascii_lowercase());
+        match value.as_deref() {
+            Some("off" | "0" | "false" | "no") => Method::Off,
+            Some("files") => Method::Files,
+            _ if syncfs::available() => Method::Filesystem,
+            _ => Method::Files,
+        }
+    }
+}
+
+/// The method `LAKE_FSYNC` asks for in this process (see [`Method::parse`]).
+fn method_from_env() -> Method {
+    static METHOD: std::sync::OnceLock<Method> = std::sync::OnceLock::new();
+    *METHOD.get_or_init(|| Method::parse(std::env::var("LAKE_FSYNC").ok().as_deref()))
+}
+
 /// Whether `LAKE_FSYNC` turns syncing off for this process.
+#[cfg(test)]
 fn fsync_off() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OFF.get_or_init(|| {
-        std::env::var("LAKE_FSYNC").is_ok_and(|v| {
-            matches!(
-                v.trim().to_ascii_lowercase().as_str(),
-                "off" | "0" | "false" | "no"
-            )
-        })
-    })
+    method_from_env() == Method::Off
 }
 
 /// A put that carries this in its options' extensions writes a hint: an object overwritten
@@ -105,9 +145,9 @@ fn fsync_off() -> bool {
 pub(crate) struct Unsynced;
 
 impl Durability {
-    pub(crate) fn new(on: bool) -> Self {
+    pub(crate) fn new(method: Method) -> Self {
         Durability {
-            off: !on,
+            method,
             pending: Mutex::new(Vec::new()),
             synced_dirs: Mutex::new(HashSet::new()),
             early: Arc::new(AtomicUsize::new(0)),
@@ -121,10 +161,14 @@ impl Durability {
     /// it when fewer than [`SYNC_THREADS`] such flushes are running: by the time a commit
     /// syncs, most of what it names is on disk already.
     fn record(&self, path: PathBuf) {
-        if self.off {
-            return;
-        }
-        let early = self.start_flush(&path);
+        let early = match self.method {
+            Method::Off => return,
+            Method::Files => self.start_flush(&path),
+            Method::Filesystem => {
+                syncfs::start_writeback(&path);
+                None
+            }
+        };
         if let Ok(mut p) = self.pending.lock() {
             p.push(Written { path, early });
         }
@@ -153,7 +197,7 @@ impl Durability {
     /// may be other writers' (one process, several commits), whose own sync, next, must flush
     /// them (and their folders) before their versions name them.
     pub(crate) async fn sync(&self) -> Result<()> {
-        if self.off {
+        if self.method == Method::Off {
             return Ok(());
         }
         let _turn = self.turn.lock().await;
@@ -164,6 +208,14 @@ impl Durability {
                     "the list of files to sync is poisoned".into(),
                 ));
             }
+        };
+        if written.is_empty() {
+            return Ok(());
+        }
+        let written = if self.method == Method::Filesystem {
+            self.sync_filesystems(written).await?
+        } else {
+            written
         };
         if written.is_empty() {
             return Ok(());
@@ -200,6 +252,35 @@ impl Durability {
             p.extend(files.into_iter().map(|path| Written { path, early: None }));
         }
         flushed
+    }
+
+    /// Flush the file systems that hold `written` (one `syncfs` each), and hand back the files
+    /// that must still be flushed one by one: those on a file system not flushed so, and every
+    /// file of one whose flush failed, so that the error is found again, and named, file by
+    /// file (a write-back error `syncfs` reports is not one a later `fsync` of the file misses).
+    async fn sync_filesystems(&self, written: Vec<Written>) -> Result<Vec<Written>> {
+        let paths: Vec<PathBuf> = written.iter().map(|w| w.path.clone()).collect();
+        let left = tokio::task::spawn_blocking(move || syncfs::flush_filesystems(&paths))
+            .await
+            .map_err(|e| {
+                LakeError::Other(format!("syncing files to disk: its task failed: {e}"))
+            })?;
+        let (rest, done): (Vec<Written>, Vec<Written>) =
+            written.into_iter().partition(|w| left.contains(&w.path));
+        #[cfg(test)]
+        if let Ok(mut f) = self.flushed.lock() {
+            let files: Vec<PathBuf> = done.iter().map(|w| w.path.clone()).collect();
+            let mut dirs: Vec<PathBuf> = files
+                .iter()
+                .flat_map(|f| f.ancestors().skip(1).map(Path::to_path_buf))
+                .collect();
+            dirs.sort();
+            dirs.dedup();
+            f.extend(files);
+            f.extend(dirs);
+        }
+        drop(done);
+        Ok(rest)
     }
 
     /// Flush `unflushed` (some of `files`), then the folders of every one of `files`.
@@ -249,6 +330,171 @@ impl Durability {
             }
         }
         Ok(dirs)
+    }
+}
+
+/// Flushing a whole file system at once (Linux `syncfs`), and starting a file's write-back.
+#[cfg(target_os = "linux")]
+mod syncfs {
+    use std::collections::{HashMap, HashSet};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::{Path, PathBuf};
+
+    /// File systems whose `syncfs` commits their journal (so new names, not only file data,
+    /// reach the disk) and reports write-back errors: ext2/3/4, XFS, Btrfs, F2FS, and tmpfs
+    /// (where there is no disk, as with `fsync`). Network and FUSE file systems are flushed
+    /// file by file.
+    const FLUSHED_WHOLE: [u64; 5] = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010, 0x0102_1994];
+
+    /// Whether this kernel's `syncfs` reports write-back errors (Linux 5.8 and later); before,
+    /// it reported none, and a sync would succeed over a file the disk had refused.
+    pub(super) fn available() -> bool {
+        // SAFETY: `uname` fills the struct it is given; a zeroed `utsname` is a valid one.
+        let mut name: libc::utsname = unsafe { std::mem::zeroed() };
+        if unsafe { libc::uname(&mut name) } != 0 {
+            return false;
+        }
+        let release: String = name
+            .release
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8 as char)
+            .collect();
+        reports_errors(&release)
+    }
+
+    /// Whether a kernel of `release` ("6.18.44-…") reports write-back errors from `syncfs`.
+    pub(super) fn reports_errors(release: &str) -> bool {
+        let mut parts = release
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|p| p.parse::<u32>().ok());
+        match (parts.next().flatten(), parts.next().flatten()) {
+            (Some(major), Some(minor)) => (major, minor) >= (5, 8),
+            _ => false,
+        }
+    }
+
+    /// Ask the kernel to start writing `path`'s data back now, without waiting for it, so a
+    /// sync finds less to write. Best effort: the sync flushes it either way.
+    pub(super) fn start_writeback(path: &Path) {
+        if let Ok(f) = std::fs::File::open(path) {
+            // SAFETY: a valid descriptor; the call only starts write-back of its pages.
+            unsafe {
+                libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+            }
+        }
+    }
+
+    /// Flush the file systems holding `files`, one `syncfs` each, and return the files it did
+    /// not cover: those whose folder cannot be opened (gone, or unreadable), those on a file
+    /// system not in [`FLUSHED_WHOLE`], and those on one whose `syncfs` failed; or every file,
+    /// when the machine holds more than [`MOST_UNWRITTEN`] unwritten (or does not say).
+    pub(super) fn flush_filesystems(files: &[PathBuf]) -> HashSet<PathBuf> {
+        let unwritten = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| unwritten_bytes(&m));
+        if unwritten.is_none_or(|b| b > MOST_UNWRITTEN) {
+            return files.iter().cloned().collect();
+        }
+        flush_whole(files)
+    }
+
+    /// [`flush_filesystems`] without its check of how much is unwritten.
+    pub(super) fn flush_whole(files: &[PathBuf]) -> HashSet<PathBuf> {
+        let mut left = HashSet::new();
+        let mut folders: HashMap<&Path, Vec<&PathBuf>> = HashMap::new();
+        for f in files {
+            match f.parent() {
+                Some(dir) => folders.entry(dir).or_default().push(f),
+                None => {
+                    left.insert(f.clone());
+                }
+            }
+        }
+        // Per device: a descriptor to flush it by, or None when it is not flushed whole.
+        let mut devices: HashMap<u64, Option<std::fs::File>> = HashMap::new();
+        let mut on_device: HashMap<u64, Vec<&PathBuf>> = HashMap::new();
+        for (dir, in_dir) in folders {
+            let Some((dev, folder)) = std::fs::File::open(dir)
+                .ok()
+                .and_then(|d| d.metadata().ok().map(|m| (m.dev(), d)))
+            else {
+                left.extend(in_dir.into_iter().cloned());
+                continue;
+            };
+            devices
+                .entry(dev)
+                .or_insert_with(|| flushed_whole(&folder).then_some(folder));
+            on_device.entry(dev).or_default().extend(in_dir);
+        }
+        for (dev, handle) in devices {
+            let covered = handle.is_some_and(|folder| {
+                // SAFETY: a valid descriptor of a folder on the file system to flush.
+                unsafe { libc::syncfs(folder.as_raw_fd()) == 0 }
+            });
+            if !covered {
+                left.extend(
+                    on_device
+                        .remove(&dev)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .cloned(),
+                );
+            }
+        }
+        left
+    }
+
+    /// The most data the machine may hold unwritten (dirty, or being written back) for a sync to
+    /// flush whole file systems: `syncfs` waits for all of it, whoever wrote it, so past this a
+    /// sync flushes its own files one by one and never waits on another program's gigabytes.
+    pub(super) const MOST_UNWRITTEN: u64 = 64 << 20;
+
+    /// The bytes `/proc/meminfo` (its text, `meminfo`) says are dirty or being written back.
+    pub(super) fn unwritten_bytes(meminfo: &str) -> Option<u64> {
+        let field = |name: &str| {
+            meminfo.lines().find_map(|l| {
+                let rest = l.strip_prefix(name)?.strip_prefix(':')?.trim();
+                let kb = rest.strip_suffix("kB").unwrap_or(rest).trim();
+                kb.parse::<u64>().ok()
+            })
+        };
+        Some((field("Dirty")? + field("Writeback")?).saturating_mul(1024))
+    }
+
+    /// Whether the file system holding `folder` is one [`FLUSHED_WHOLE`] names.
+    fn flushed_whole(folder: &std::fs::File) -> bool {
+        // SAFETY: `fstatfs` fills the struct it is given; a zeroed `statfs` is a valid one.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatfs(folder.as_raw_fd(), &mut st) } != 0 {
+            return false;
+        }
+        #[allow(clippy::unnecessary_cast)] // f_type's width differs between targets
+        let kind = st.f_type as u64;
+        FLUSHED_WHOLE.contains(&kind)
+    }
+}
+
+/// Elsewhere there is no `syncfs`: every file is flushed by itself.
+#[cfg(not(target_os = "linux"))]
+mod syncfs {
+    use std::collections::HashSet;
+    use std::path::{Path, PathBuf};
+
+    pub(super) fn available() -> bool {
+        false
+    }
+
+    pub(super) fn start_writeback(_path: &Path) {}
+
+    pub(super) fn flush_filesystems(files: &[PathBuf]) -> HashSet<PathBuf> {
+        files.iter().cloned().collect()
+    }
+
+    #[cfg(test)]
+    pub(super) fn flush_whole(files: &[PathBuf]) -> HashSet<PathBuf> {
+        flush_filesystems(files)
     }
 }
 
@@ -662,7 +908,7 @@ mod tests {
         std::fs::write(&theirs, b"data").expect("write");
         let socket = root.join("bad.sock");
         let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
-        let d = Durability::new(true);
+        let d = Durability::new(Method::Files);
         d.record(theirs.clone());
         d.record(socket.clone());
         let err = d.sync().await.expect_err("a socket cannot be flushed");
@@ -763,7 +1009,7 @@ mod tests {
     async fn files_start_flushing_as_they_are_written_and_the_sync_waits_for_them() {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().canonicalize().expect("canonical");
-        let d = Durability::new(true);
+        let d = Durability::new(Method::Files);
         let files: Vec<PathBuf> = (0..3 * SYNC_THREADS)
             .map(|i| root.join(format!("f{i}")))
             .collect();
@@ -795,7 +1041,7 @@ mod tests {
     {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().canonicalize().expect("canonical");
-        let d = Durability::new(true);
+        let d = Durability::new(Method::Files);
         std::fs::create_dir_all(root.join("a/b")).expect("mkdir");
         std::fs::write(root.join("a/b/x"), b"x").expect("write");
         let mut files = vec![root.join("a/b/x"), root.join("a/b/gone")];
@@ -814,6 +1060,104 @@ mod tests {
         assert_eq!(second, [root.join("a/b/y"), root.join("a/b")]);
     }
 
+    #[test]
+    fn lake_fsync_chooses_the_method() {
+        for off in ["off", "0", "false", "NO", " off "] {
+            assert_eq!(Method::parse(Some(off)), Method::Off, "{off:?}");
+        }
+        assert_eq!(Method::parse(Some("files")), Method::Files);
+        let best = if syncfs::available() {
+            Method::Filesystem
+        } else {
+            Method::Files
+        };
+        for on in [None, Some("on"), Some("1"), Some("filesystem"), Some("")] {
+            assert_eq!(Method::parse(on), best, "{on:?}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn syncfs_is_used_only_where_it_reports_write_back_errors() {
+        for (release, reports) in [
+            ("6.18.44-fc-v1272", true),
+            ("5.8.0", true),
+            ("5.10.0-27-amd64", true),
+            ("5.7.19", false),
+            ("4.19.0", false),
+            ("", false),
+            ("unknown", false),
+        ] {
+            assert_eq!(syncfs::reports_errors(release), reports, "{release:?}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn unwritten_data_is_read_from_meminfo() {
+        let meminfo = "MemTotal:       24633180 kB\nDirty:               280 kB\nWriteback:            12 kB\n";
+        assert_eq!(syncfs::unwritten_bytes(meminfo), Some(292 * 1024));
+        assert_eq!(
+            syncfs::unwritten_bytes("Dirty: 1 kB\n"),
+            None,
+            "no Writeback line"
+        );
+        assert_eq!(
+            syncfs::unwritten_bytes("Dirty: x kB\nWriteback: 0 kB\n"),
+            None
+        );
+        assert!(syncfs::unwritten_bytes(meminfo).is_some_and(|b| b <= syncfs::MOST_UNWRITTEN));
+        assert!(
+            syncfs::unwritten_bytes("Dirty: 900000 kB\nWriteback: 0 kB\n")
+                .is_some_and(|b| b > syncfs::MOST_UNWRITTEN)
+        );
+    }
+
+    /// With the file system flushed whole, a sync flushes each file written since the last
+    /// (and what names them) with no flush started per file; a file whose folder is gone is
+    /// left to the file-by-file path, which skips it (nothing can name it).
+    #[tokio::test]
+    async fn a_sync_by_file_system_covers_every_file_written_since_the_last() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        if !syncfs::available() {
+            eprintln!("no syncfs that reports errors here: nothing to check");
+            return;
+        }
+        let d = Durability::new(Method::Filesystem);
+        std::fs::create_dir_all(root.join("a/b")).expect("mkdir");
+        let files: Vec<PathBuf> = (0..5).map(|i| root.join(format!("a/b/f{i}"))).collect();
+        for f in &files {
+            std::fs::write(f, b"x").expect("write");
+            d.record(f.clone());
+        }
+        let gone = root.join("c/gone");
+        d.record(gone.clone());
+        assert!(
+            d.pending
+                .lock()
+                .expect("pending")
+                .iter()
+                .all(|w| w.early.is_none()),
+            "no per-file flush is started"
+        );
+        let left = syncfs::flush_whole(&d.pending_paths());
+        assert_eq!(left.into_iter().collect::<Vec<_>>(), [gone]);
+        d.sync().await.expect("sync");
+        let flushed = d.flushed.lock().expect("flushed").clone();
+        for f in &files {
+            assert!(flushed.contains(f), "{} not flushed", f.display());
+        }
+        assert!(
+            flushed.contains(&root.join("a")),
+            "and the folders naming them"
+        );
+        assert!(d.pending_paths().is_empty());
+        d.sync()
+            .await
+            .expect("nothing left: a sync with nothing to do");
+    }
+
     impl Durability {
         fn pending_paths(&self) -> Vec<PathBuf> {
             let p = self.pending.lock().expect("pending");
@@ -824,7 +1168,7 @@ mod tests {
     /// The store lake builds for local folders, and the local file system store itself.
     fn stores() -> (SyncedLocal, LocalFileSystem) {
         (
-            SyncedLocal::new(Arc::new(Durability::new(true))),
+            SyncedLocal::new(Arc::new(Durability::new(Method::Files))),
             LocalFileSystem::new(),
         )
     }

@@ -7,8 +7,9 @@
 //! from their metadata location; writes to any branch (append, and copy-on-write replace by
 //! predicate, by partition or whole); refs (branches, tags, fast-forward, reset); commits that
 //! move many tables in one catalog version (in a local folder, everything a version names is
-//! flushed to disk before it, so a power cut cannot leave a version without its files;
-//! `LAKE_FSYNC=off` turns that off); reads at a ref, a snapshot or a catalog version;
+//! flushed to disk before it, so a power cut cannot leave a version without its files: on Linux
+//! one `syncfs` a sync, elsewhere or with `LAKE_FSYNC=files` file by file, and `LAKE_FSYNC=off`
+//! turns it off); reads at a ref, a snapshot or a catalog version;
 //! incremental reads between snapshots (snapshot ids as watermarks); the data files added and
 //! removed between any two snapshots, readable by SQL, so a sum over a table can be carried from
 //! one snapshot to another; point lookups by key that read only the row groups whose bloom
