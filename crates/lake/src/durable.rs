@@ -35,10 +35,13 @@
 //!   where a power cut loses the whole folder anyway.
 //!
 //! What it costs, on the two-core machine of the benchmarks (ext4, a virtual disk): file by file,
-//! 2.3-2.6 s of a scale-1 `season` (93 runs, 282 catalog versions) against no syncing; by file
-//! system, 1.8 s of that less: the flushes wait on the disk as before, but without a blocking
-//! thread and a system call per file and folder (a `season`'s voluntary context switches
-//! 103,000 → 35,000). `tests/benches/LOG.md` has these and the seasons measured before.
+//! 2.3-2.6 s of a scale-1 `season` (93 runs, 282 catalog versions; three `season`s each way
+//! against `LAKE_FSYNC=off`), and with it the cost of a blocking thread and a system call for
+//! each file and folder (system time 3.0 → 4.8-5.7 s, voluntary context switches 33,000 →
+//! 103,000). By file system, 564 `syncfs` a `season` (two a version) and no `fsync`: seven
+//! `season`s each way, taking turns, took a median of 13.7 s against 14.7 s file by file (system
+//! time 4.4 against 5.8 s, context switches 37,000 against 103,000). `tests/benches/LOG.md` has
+//! these and the seasons measured before.
 //!
 //! Objects lake overwrites in place through [`crate::storage::put`] are not synced: the version
 //! hint (a stale or torn one only slows the search for the head), work markers and the orphan
