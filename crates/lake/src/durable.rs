@@ -164,11 +164,19 @@ impl Durability {
     /// it when fewer than [`SYNC_THREADS`] such flushes are running: by the time a commit
     /// syncs, most of what it names is on disk already.
     fn record(&self, path: PathBuf) {
+        self.record_written(path, false);
+    }
+
+    /// [`Durability::record`], for a file whose write-back its writer started already (by file
+    /// system, on the handle it wrote with) when `writeback_started`.
+    fn record_written(&self, path: PathBuf, writeback_started: bool) {
         let early = match self.method {
             Method::Off => return,
             Method::Files => self.start_flush(&path),
             Method::Filesystem => {
-                syncfs::start_writeback(&path);
+                if !writeback_started {
+                    syncfs::start_writeback(&path);
+                }
                 None
             }
         };
@@ -382,10 +390,15 @@ mod syncfs {
     /// sync finds less to write. Best effort: the sync flushes it either way.
     pub(super) fn start_writeback(path: &Path) {
         if let Ok(f) = std::fs::File::open(path) {
-            // SAFETY: a valid descriptor; the call only starts write-back of its pages.
-            unsafe {
-                libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
-            }
+            start_writeback_of(&f);
+        }
+    }
+
+    /// [`start_writeback`] of an open file.
+    pub(super) fn start_writeback_of(file: &std::fs::File) {
+        // SAFETY: a valid descriptor; the call only starts write-back of its pages.
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
         }
     }
 
@@ -491,6 +504,8 @@ mod syncfs {
 
     pub(super) fn start_writeback(_path: &Path) {}
 
+    pub(super) fn start_writeback_of(_file: &std::fs::File) {}
+
     pub(super) fn flush_filesystems(files: &[PathBuf]) -> HashSet<PathBuf> {
         files.iter().cloned().collect()
     }
@@ -593,17 +608,20 @@ impl ObjectStore for SyncedLocal {
         };
         let path = self.inner.path_to_filesystem(location)?;
         let unsynced = opts.extensions.get::<Unsynced>().is_some();
-        let r = match create {
+        // By file system, a file written here starts its write-back on the handle it was
+        // written with, rather than being opened again to start it.
+        let writeback = !unsynced && self.durability.method == Method::Filesystem;
+        let (r, started) = match create {
             Some(create)
                 if payload.content_length() as u64 <= INLINE_BYTES
                     && opts.attributes.is_empty() =>
             {
-                put_here(&path, &payload, create)?
+                (put_here(&path, &payload, create, writeback)?, writeback)
             }
-            _ => self.inner.put_opts(location, payload, opts).await?,
+            _ => (self.inner.put_opts(location, payload, opts).await?, false),
         };
         if !unsynced {
-            self.durability.record(path);
+            self.durability.record_written(path, started);
         }
         Ok(r)
     }
@@ -735,14 +753,23 @@ fn staged(dest: &Path) -> std::io::Result<(std::fs::File, PathBuf)> {
 
 /// Write `payload` to `dest` as the local file system store does, on the calling thread: into
 /// a staging file, then renamed over `dest` (overwrite) or linked to it, which fails when
-/// `dest` exists (create).
-fn put_here(dest: &Path, payload: &PutPayload, create: bool) -> object_store::Result<PutResult> {
+/// `dest` exists (create). With `writeback`, the file's write-back is started before its handle
+/// closes (see [`Method::Filesystem`]).
+fn put_here(
+    dest: &Path,
+    payload: &PutPayload,
+    create: bool,
+    writeback: bool,
+) -> object_store::Result<PutResult> {
     use std::io::Write;
     let (mut file, staging) = staged(dest).map_err(|e| local_error(dest, e))?;
     let written = payload
         .iter()
         .try_for_each(|part| file.write_all(part))
         .and_then(|()| file.metadata());
+    if writeback && written.is_ok() {
+        syncfs::start_writeback_of(&file);
+    }
     drop(file);
     let placed = written.and_then(|meta| {
         if create {
@@ -1159,6 +1186,26 @@ mod tests {
         d.sync()
             .await
             .expect("nothing left: a sync with nothing to do");
+    }
+
+    /// By file system, a small object written on the calling task is remembered (its write-back
+    /// started on the handle it was written with, not a second open) and the next sync covers it.
+    #[tokio::test]
+    async fn a_small_put_by_file_system_waits_for_the_sync() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        let d = Arc::new(Durability::new(Method::Filesystem));
+        let store = SyncedLocal::new(d.clone());
+        let p = root.join("t/x.json");
+        store
+            .put(&at(&p), PutPayload::from_static(b"{}"))
+            .await
+            .expect("put");
+        assert_eq!(std::fs::read(&p).expect("read"), b"{}");
+        assert_eq!(d.pending_paths(), std::slice::from_ref(&p));
+        d.sync().await.expect("sync");
+        assert!(d.flushed.lock().expect("flushed").contains(&p));
+        assert!(d.pending_paths().is_empty());
     }
 
     impl Durability {
