@@ -160,9 +160,10 @@ impl Durability {
         }
     }
 
-    /// Remember a local file just written (renamed or linked into place), and start flushing
-    /// it when fewer than [`SYNC_THREADS`] such flushes are running: by the time a commit
-    /// syncs, most of what it names is on disk already.
+    /// Remember a local file just written (renamed or linked into place), and start getting it
+    /// to disk, so that by the time a commit syncs most of what it names is there already: by
+    /// file system, its write-back; file by file, its flush, when fewer than [`SYNC_THREADS`]
+    /// such flushes are running.
     fn record(&self, path: PathBuf) {
         self.record_written(path, false);
     }
@@ -416,7 +417,9 @@ mod syncfs {
         flush_whole(files)
     }
 
-    /// [`flush_filesystems`] without its check of how much is unwritten.
+    /// [`flush_filesystems`] without its check of how much is unwritten. Each folder is looked
+    /// up once (`stat`) for its device; one folder a device is opened, to ask its file system's
+    /// kind and flush it.
     pub(super) fn flush_whole(files: &[PathBuf]) -> HashSet<PathBuf> {
         let mut left = HashSet::new();
         let mut folders: HashMap<&Path, Vec<&PathBuf>> = HashMap::new();
@@ -428,35 +431,25 @@ mod syncfs {
                 }
             }
         }
-        // Per device: a descriptor to flush it by, or None when it is not flushed whole.
-        let mut devices: HashMap<u64, Option<std::fs::File>> = HashMap::new();
-        let mut on_device: HashMap<u64, Vec<&PathBuf>> = HashMap::new();
+        // Per device: a folder on it, and the files of every folder on it.
+        let mut devices: HashMap<u64, (&Path, Vec<&PathBuf>)> = HashMap::new();
         for (dir, in_dir) in folders {
-            let Some((dev, folder)) = std::fs::File::open(dir)
-                .ok()
-                .and_then(|d| d.metadata().ok().map(|m| (m.dev(), d)))
-            else {
-                left.extend(in_dir.into_iter().cloned());
-                continue;
-            };
-            devices
-                .entry(dev)
-                .or_insert_with(|| flushed_whole(&folder).then_some(folder));
-            on_device.entry(dev).or_default().extend(in_dir);
+            match std::fs::metadata(dir) {
+                Ok(m) => devices
+                    .entry(m.dev())
+                    .or_insert((dir, Vec::new()))
+                    .1
+                    .extend(in_dir),
+                Err(_) => left.extend(in_dir.into_iter().cloned()),
+            }
         }
-        for (dev, handle) in devices {
-            let covered = handle.is_some_and(|folder| {
+        for (dir, on_device) in devices.into_values() {
+            let covered = std::fs::File::open(dir).is_ok_and(|folder| {
                 // SAFETY: a valid descriptor of a folder on the file system to flush.
-                unsafe { libc::syncfs(folder.as_raw_fd()) == 0 }
+                flushed_whole(&folder) && unsafe { libc::syncfs(folder.as_raw_fd()) == 0 }
             });
             if !covered {
-                left.extend(
-                    on_device
-                        .remove(&dev)
-                        .unwrap_or_default()
-                        .into_iter()
-                        .cloned(),
-                );
+                left.extend(on_device.into_iter().cloned());
             }
         }
         left
