@@ -553,6 +553,59 @@ async fn time_travel_by_catalog_version_and_sql() {
         4,
         "still registered"
     );
+    // Columns read without a query: what the query returns, in the order asked.
+    let read = sql_old
+        .read_columns("gold.cash", &["amount_minor", "id"])
+        .await
+        .unwrap();
+    let queried = sql_old
+        .query("select amount_minor, id from gold.cash")
+        .await
+        .unwrap();
+    let sorted = |batches: &[arrow::array::RecordBatch]| {
+        let mut lines: Vec<String> = arrow::util::pretty::pretty_format_batches(batches)
+            .unwrap()
+            .to_string()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(sorted(&read), sorted(&queried));
+    assert!(
+        read.iter()
+            .all(|b| b.schema().field(0).name() == "amount_minor")
+    );
+    assert_eq!(read.iter().map(|b| b.num_rows()).sum::<usize>(), 4);
+    let missing = sql_old
+        .read_columns("gold.cash", &["id", "nope"])
+        .await
+        .unwrap_err();
+    assert!(missing.to_string().contains("\"nope\""), "{missing}");
+    // A table that is not lake's is read by the query.
+    let listed = sql_old
+        .read_columns("information_schema.tables", &["table_name"])
+        .await
+        .unwrap();
+    assert!(
+        sorted(&listed).iter().any(|l| l.contains("cash")),
+        "{listed:?}"
+    );
+    // An empty main reads no rows.
+    let empty_main = Catalog::in_memory();
+    empty_main
+        .create_table("gold.cash", &schema(), &[])
+        .await
+        .unwrap();
+    let none = empty_main
+        .sql(None, &At::Main)
+        .await
+        .unwrap()
+        .read_columns("gold.cash", &["id"])
+        .await
+        .unwrap();
+    assert_eq!(none.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
     // A branch that a table does not have: the error names it.
     let sql_audit = c.sql(None, &At::reference("audit")).await.unwrap();
     assert_eq!(sql_audit.skipped.len(), 1);

@@ -1225,6 +1225,106 @@ pub fn reconciliation(
     }
 }
 
+/// One line of silver.settlements or gold.mart_daily_cash: its day (epoch days), its currency
+/// in lower case, and its three figures (gross or captured, refunds, net), `None` where null.
+struct CashLine {
+    day: Option<i64>,
+    currency: Option<String>,
+    figures: [Option<i64>; 3],
+}
+
+/// The lines of `table`: `columns` are its day, currency and three figures, in that order.
+async fn cash_lines(
+    sql: &SqlContext,
+    table: &str,
+    columns: [&str; 5],
+    what: &str,
+) -> Result<Vec<CashLine>> {
+    let rows = sql
+        .read_columns(table, &columns)
+        .await
+        .map_err(|e| ShackError::lake(format!("{what} (reading {table})"), e))?;
+    let days = ints(&rows, 0, what)?;
+    let currencies = strings(&rows, 1, what)?;
+    let [a, b, c] = [2, 3, 4].map(|i| ints(&rows, i, what));
+    let (a, b, c) = (a?, b?, c?);
+    Ok(days
+        .into_iter()
+        .zip(currencies)
+        .zip(a.into_iter().zip(b).zip(c))
+        .map(|((day, currency), ((a, b), c))| CashLine {
+            day,
+            currency: currency.map(|c| c.to_lowercase()),
+            figures: [a, b, c],
+        })
+        .collect())
+}
+
+/// Settlement lines against gold's cash lines, as SQL's full outer join on day and lower-cased
+/// currency gives them: a line on either side with no partner stands alone (a null currency
+/// never matches), n lines on one side meeting m on the other give n × m, and the lines come
+/// in day order, then currency (a null one last, as the empty string). A null figure counts as
+/// zero; a line without a day (or with one out of range) is an error.
+fn settlements_against_cash(
+    settled: Vec<CashLine>,
+    cash: Vec<CashLine>,
+    what: &str,
+) -> Result<Vec<SettlementCheck>> {
+    type Figures = [Option<i64>; 3];
+    /// The settlement and cash lines of one day and currency, under their order: day, whether
+    /// the currency is null, the currency. A null currency's lines each get a group of their own.
+    type Group = ((NaiveDate, bool, String), Vec<Figures>, Vec<Figures>);
+    let mut groups: Vec<Group> = Vec::new();
+    let mut by_key: BTreeMap<(NaiveDate, String), usize> = BTreeMap::new();
+    for (line, is_settlement) in settled
+        .into_iter()
+        .map(|l| (l, true))
+        .chain(cash.into_iter().map(|l| (l, false)))
+    {
+        let Some(day) = line.day.and_then(|d| i32::try_from(d).ok()) else {
+            return Err(bad_result(what, "a settlement or cash line without a date"));
+        };
+        let day = date_of(day);
+        let group = match line.currency {
+            Some(currency) => *by_key.entry((day, currency.clone())).or_insert_with(|| {
+                groups.push(((day, false, currency), Vec::new(), Vec::new()));
+                groups.len() - 1
+            }),
+            None => {
+                groups.push(((day, true, String::new()), Vec::new(), Vec::new()));
+                groups.len() - 1
+            }
+        };
+        let (_, s, c) = &mut groups[group];
+        if is_settlement {
+            s.push(line.figures);
+        } else {
+            c.push(line.figures);
+        }
+    }
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
+    let zero = |f: &Figures| (f[0].unwrap_or(0), f[1].unwrap_or(0), f[2].unwrap_or(0));
+    let mut lines = Vec::new();
+    for ((day, _, currency), s, c) in groups {
+        let line = |settled: Option<&Figures>, gold: Option<&Figures>| SettlementCheck {
+            day,
+            currency: currency.clone(),
+            settled: settled.map(zero),
+            gold: gold.map(zero).unwrap_or((0, 0, 0)),
+        };
+        match (s.is_empty(), c.is_empty()) {
+            (false, false) => {
+                for sf in &s {
+                    lines.extend(c.iter().map(|cf| line(Some(sf), Some(cf))));
+                }
+            }
+            (false, true) => lines.extend(s.iter().map(|sf| line(Some(sf), None))),
+            (true, _) => lines.extend(c.iter().map(|cf| line(None, Some(cf)))),
+        }
+    }
+    Ok(lines)
+}
+
 fn reconciliation_audit<'a>(
     catalog: &'a Catalog,
     ctx: &'a GradeContext,
@@ -1235,49 +1335,41 @@ fn reconciliation_audit<'a>(
         }
         let sql = ctx.sql(catalog).await?;
         let what = "settlements against gold.mart_daily_cash";
-        // No settlement has ever arrived (silver.settlements has no snapshot): gold's cash alone,
-        // every line of it unsettled.
-        let text = if !graded(ctx, silver::SETTLEMENTS) {
-            format!(
-                "SELECT processor_date AS day, lower(currency) AS currency, \
-                 CAST(NULL AS BIGINT) AS gross_minor, CAST(NULL AS BIGINT) AS refunds_minor, CAST(NULL AS BIGINT) AS settled_net, \
-                 captured_minor, refunded_minor, net_minor, 1 \
-                 FROM {} ORDER BY day, currency",
-                gold::MART_DAILY_CASH
-            )
-        } else {
-            format!(
-                "SELECT coalesce(s.settlement_date, c.processor_date) AS day, \
-                 coalesce(lower(s.currency), lower(c.currency)) AS currency, \
-                 s.gross_minor, s.refunds_minor, s.net_minor, \
-                 coalesce(c.captured_minor, 0), coalesce(c.refunded_minor, 0), coalesce(c.net_minor, 0), \
-                 CASE WHEN s.settlement_date IS NULL THEN 1 ELSE 0 END \
-                 FROM {} s FULL OUTER JOIN {} c \
-                 ON c.processor_date = s.settlement_date AND lower(c.currency) = lower(s.currency) \
-                 ORDER BY day, currency",
+        // Two small tables (a line per day and currency on each side), read without a query
+        // and joined here: planning a full outer join, its repartitioning and a sort cost more
+        // than the rows do. No settlement has ever arrived (silver.settlements has no
+        // snapshot): gold's cash alone, every line of it unsettled.
+        let settled = if graded(ctx, silver::SETTLEMENTS) {
+            cash_lines(
+                &sql,
                 silver::SETTLEMENTS,
-                gold::MART_DAILY_CASH
+                [
+                    "settlement_date",
+                    "currency",
+                    "gross_minor",
+                    "refunds_minor",
+                    "net_minor",
+                ],
+                what,
             )
+            .await?
+        } else {
+            Vec::new()
         };
-        let rows = query(&sql, what, &text).await?;
-        let days = ints(&rows, 0, what)?;
-        let currencies = strings(&rows, 1, what)?;
-        let cols = (2..9)
-            .map(|i| ints(&rows, i, what))
-            .collect::<Result<Vec<_>>>()?;
-        let mut lines = Vec::with_capacity(days.len());
-        for (i, (day, currency)) in days.into_iter().zip(currencies).enumerate() {
-            let v = |c: usize| cols[c][i].unwrap_or(0);
-            let Some(day) = day.and_then(|d| i32::try_from(d).ok()) else {
-                return Err(bad_result(what, "a settlement or cash line without a date"));
-            };
-            lines.push(SettlementCheck {
-                day: date_of(day),
-                currency: currency.unwrap_or_default(),
-                settled: (v(6) == 0).then(|| (v(0), v(1), v(2))),
-                gold: (v(3), v(4), v(5)),
-            });
-        }
+        let cash = cash_lines(
+            &sql,
+            gold::MART_DAILY_CASH,
+            [
+                "processor_date",
+                "currency",
+                "captured_minor",
+                "refunded_minor",
+                "net_minor",
+            ],
+            what,
+        )
+        .await?;
+        let lines = settlements_against_cash(settled, cash, what)?;
         Ok(reconciliation(
             &lines,
             ctx.as_of,
@@ -1312,6 +1404,73 @@ mod tests {
             settled: None,
             ..line(d, currency, 0, gold_net)
         }
+    }
+
+    fn cash_line(day: i64, currency: Option<&str>, net: i64) -> CashLine {
+        CashLine {
+            day: Some(day),
+            currency: currency.map(str::to_string),
+            figures: [Some(net), None, Some(net)],
+        }
+    }
+
+    /// The join the reconciliation reads its lines by gives what SQL's full outer join on day
+    /// and currency gave: partners matched, lone lines on
+    /// either side, n × m for repeated keys, a null currency matching nothing and sorting last,
+    /// day order then currency, null figures as zero; a line without a day is an error.
+    #[test]
+    fn settlements_meet_gold_cash_as_a_full_outer_join_would() {
+        let day = |d: u32| NaiveDate::from_ymd_opt(2026, 8, d).expect("day");
+        let epoch = |d: u32| i64::from(crate::gold::epoch_days(day(d)));
+        let settled = vec![
+            cash_line(epoch(16), Some("usd"), 5),
+            cash_line(epoch(15), Some("cad"), 1),
+            cash_line(epoch(15), None, 7),
+            cash_line(epoch(17), Some("usd"), 2),
+            cash_line(epoch(17), Some("usd"), 3),
+        ];
+        let cash = vec![
+            cash_line(epoch(15), Some("cad"), 1),
+            cash_line(epoch(15), Some("usd"), 4),
+            cash_line(epoch(16), Some("usd"), 6),
+            cash_line(epoch(17), Some("usd"), 9),
+            cash_line(epoch(17), Some("usd"), 8),
+            cash_line(epoch(15), None, 11),
+        ];
+        let lines = settlements_against_cash(settled, cash, "test").expect("lines");
+        type Line<'a> = (NaiveDate, &'a str, Option<(i64, i64, i64)>, (i64, i64, i64));
+        let got: Vec<Line<'_>> = lines
+            .iter()
+            .map(|l| (l.day, l.currency.as_str(), l.settled, l.gold))
+            .collect();
+        let mut expected = vec![
+            (day(15), "cad", Some((1, 0, 1)), (1, 0, 1)),
+            (day(15), "usd", None, (4, 0, 4)),
+            (day(15), "", Some((7, 0, 7)), (0, 0, 0)),
+            (day(15), "", None, (11, 0, 11)),
+            (day(16), "usd", Some((5, 0, 5)), (6, 0, 6)),
+        ];
+        for s in [2, 3] {
+            for c in [9, 8] {
+                expected.push((day(17), "usd", Some((s, 0, s)), (c, 0, c)));
+            }
+        }
+        // Lines of one day and currency come in no set order, as from SQL.
+        fn sorted(mut v: Vec<Line<'_>>) -> Vec<Line<'_>> {
+            v.sort_by_key(|l| (l.0, l.1.is_empty(), l.1, l.2.is_some(), l.2, l.3));
+            v
+        }
+        assert_eq!(sorted(got.clone()), sorted(expected));
+        let order: Vec<(NaiveDate, bool, &str)> =
+            got.iter().map(|l| (l.0, l.1.is_empty(), l.1)).collect();
+        assert!(order.is_sorted(), "{order:?}");
+        let none = CashLine {
+            day: None,
+            currency: Some("usd".into()),
+            figures: [None; 3],
+        };
+        let err = settlements_against_cash(vec![none], Vec::new(), "test").unwrap_err();
+        assert!(err.to_string().contains("without a date"), "{err}");
     }
 
     /// Cash in gold on a day the processor never settled: awaited (not judged) while the day is
