@@ -1271,41 +1271,34 @@ fn settlements_against_cash(
     what: &str,
 ) -> Result<Vec<SettlementCheck>> {
     type Figures = [Option<i64>; 3];
-    /// The settlement and cash lines of one day and currency, under their order: day, whether
-    /// the currency is null, the currency. A null currency's lines each get a group of their own.
-    type Group = ((NaiveDate, bool, String), Vec<Figures>, Vec<Figures>);
-    let mut groups: Vec<Group> = Vec::new();
-    let mut by_key: BTreeMap<(NaiveDate, String), usize> = BTreeMap::new();
-    for (line, is_settlement) in settled
+    /// A group's place in the order the lines come out: day, whether the currency is null,
+    /// the currency, then a number that gives each line of a null currency a group of its own
+    /// (it matches nothing).
+    type Key = (NaiveDate, bool, String, usize);
+    // The settlement and cash lines of each day and currency.
+    let mut groups: BTreeMap<Key, (Vec<Figures>, Vec<Figures>)> = BTreeMap::new();
+    let sides = settled
         .into_iter()
         .map(|l| (l, true))
-        .chain(cash.into_iter().map(|l| (l, false)))
-    {
+        .chain(cash.into_iter().map(|l| (l, false)));
+    for (lone, (line, is_settlement)) in sides.enumerate() {
         let Some(day) = line.day.and_then(|d| i32::try_from(d).ok()) else {
             return Err(bad_result(what, "a settlement or cash line without a date"));
         };
-        let day = date_of(day);
-        let group = match line.currency {
-            Some(currency) => *by_key.entry((day, currency.clone())).or_insert_with(|| {
-                groups.push(((day, false, currency), Vec::new(), Vec::new()));
-                groups.len() - 1
-            }),
-            None => {
-                groups.push(((day, true, String::new()), Vec::new(), Vec::new()));
-                groups.len() - 1
-            }
+        let key = match line.currency {
+            Some(currency) => (date_of(day), false, currency, 0),
+            None => (date_of(day), true, String::new(), lone),
         };
-        let (_, s, c) = &mut groups[group];
+        let (s, c) = groups.entry(key).or_default();
         if is_settlement {
             s.push(line.figures);
         } else {
             c.push(line.figures);
         }
     }
-    groups.sort_by(|a, b| a.0.cmp(&b.0));
     let zero = |f: &Figures| (f[0].unwrap_or(0), f[1].unwrap_or(0), f[2].unwrap_or(0));
     let mut lines = Vec::new();
-    for ((day, _, currency), s, c) in groups {
+    for ((day, _, currency, _), (s, c)) in groups {
         let line = |settled: Option<&Figures>, gold: Option<&Figures>| SettlementCheck {
             day,
             currency: currency.clone(),
