@@ -15,6 +15,12 @@
 //! value of an unusual type, an entry of an unexpected shape, bytes that do not decode — is
 //! handed whole to iceberg-rust's own parser, so the answer (or the error) is always the one
 //! iceberg-rust gives; the tests below hold the two to the same result.
+//!
+//! Manifest lists go the same way ([`parse_list`]): iceberg-rust reads each through apache-avro's
+//! generic reader (its schema parsed from the header, every entry built as a generic value and
+//! then deserialised), about half a million instructions a list however few entries it has,
+//! and a run reads dozens of lists. Here a format-v2 list is decoded against its compiled
+//! schema like a manifest; anything else goes to iceberg-rust.
 
 use std::borrow::{Borrow, Cow};
 use std::collections::HashMap;
@@ -23,10 +29,11 @@ use std::sync::{Arc, Mutex};
 
 use apache_avro::{Codec, DeflateSettings, Schema as AvroSchema};
 use iceberg::spec::{
-    DataContentType, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal, Manifest,
-    ManifestEntry, ManifestFile, ManifestMetadata, ManifestStatus, PrimitiveLiteral, PrimitiveType,
-    Schema, Struct, StructType, Type,
+    DataContentType, DataFileBuilder, DataFileFormat, Datum, FieldSummary, FormatVersion, Literal,
+    Manifest, ManifestContentType, ManifestEntry, ManifestFile, ManifestList, ManifestMetadata,
+    ManifestStatus, PrimitiveLiteral, PrimitiveType, Schema, Struct, StructType, Type,
 };
+use serde_bytes::ByteBuf;
 
 /// Values a [`Memo`] keeps before it is emptied and starts again (manifest headers and the
 /// Arrow schemas of data-file footers: a lake holds a few dozen tables and each changes its
@@ -167,6 +174,93 @@ pub(crate) fn parse(
     Ok(Manifest::new(metadata, entries))
 }
 
+/// The entries of the manifest list in `bytes`, of a table of format `version`, as
+/// iceberg-rust's `ManifestList::parse_with_version` gives them. A format-v2 list is decoded
+/// here (iceberg-rust's generic Avro reader took about half a million instructions a list,
+/// however few its entries: a run reads dozens); any other, and any this decoder declines, is
+/// handed whole to iceberg-rust, so the answer (or the error) is always the one it gives.
+pub(crate) fn parse_list(
+    bytes: &[u8],
+    version: FormatVersion,
+    headers: &Headers,
+) -> iceberg::Result<Vec<ManifestFile>> {
+    if version == FormatVersion::V2
+        && let Ok(entries) = decode_list(bytes, headers)
+    {
+        return Ok(entries);
+    }
+    Ok(ManifestList::parse_with_version(bytes, version)?
+        .consume_entries()
+        .into_iter()
+        .collect())
+}
+
+fn decode_list(bytes: &[u8], headers: &Headers) -> Result<Vec<ManifestFile>, Decline> {
+    Container::open(bytes, headers)?.records(list_entry)
+}
+
+/// A manifest list's entry as iceberg-rust's format-v2 serde struct reads it: fields by name
+/// (a count under its v1 name too), `content` and the sequence numbers 0 when the writer left
+/// them out. A field it would reject (null where a value is required, both names of a count,
+/// a negative count) is declined, for iceberg-rust to report.
+fn list_entry(mut rec: Record) -> Result<ManifestFile, Decline> {
+    let content = ManifestContentType::try_from(rec.int_or("content", 0)?).map_err(|_| Decline)?;
+    Ok(ManifestFile {
+        manifest_path: string(rec.required("manifest_path")?)?,
+        manifest_length: long(rec.required("manifest_length")?)?,
+        partition_spec_id: rec.int("partition_spec_id")?.ok_or(Decline)?,
+        content,
+        sequence_number: rec.long_or("sequence_number", 0)?,
+        min_sequence_number: rec.long_or("min_sequence_number", 0)?,
+        added_snapshot_id: long(rec.required("added_snapshot_id")?)?,
+        added_files_count: Some(files(&mut rec, "added")?),
+        existing_files_count: Some(files(&mut rec, "existing")?),
+        deleted_files_count: Some(files(&mut rec, "deleted")?),
+        added_rows_count: Some(count(rec.required("added_rows_count")?)?),
+        existing_rows_count: Some(count(rec.required("existing_rows_count")?)?),
+        deleted_rows_count: Some(count(rec.required("deleted_rows_count")?)?),
+        partitions: rec
+            .take("partitions")
+            .map(|v| array(Some(v))?.into_iter().map(summary).collect())
+            .transpose()?,
+        key_metadata: rec.take("key_metadata").map(bytes).transpose()?,
+        first_row_id: None,
+    })
+}
+
+/// The `{kind}_files_count` of a list entry, or its v1 name `{kind}_data_files_count`.
+fn files(rec: &mut Record, kind: &str) -> Result<u32, Decline> {
+    let names = [
+        format!("{kind}_files_count"),
+        format!("{kind}_data_files_count"),
+    ];
+    let [name] = &names.iter().filter(|n| rec.has(n)).collect::<Vec<_>>()[..] else {
+        return Err(Decline);
+    };
+    u32::try_from(rec.int(name)?.ok_or(Decline)?).map_err(|_| Decline)
+}
+
+/// A partition field's summary in a manifest list.
+fn summary(value: V) -> Result<FieldSummary, Decline> {
+    let mut rec = Record::of(value)?;
+    let contains_null = match rec.required("contains_null")? {
+        V::Bool(b) => b,
+        _ => return Err(Decline),
+    };
+    let contains_nan = match rec.take("contains_nan") {
+        None => None,
+        Some(V::Bool(b)) => Some(b),
+        Some(_) => return Err(Decline),
+    };
+    let mut bound = |name| rec.take(name).map(bytes).transpose();
+    Ok(FieldSummary {
+        contains_null,
+        contains_nan,
+        lower_bound: bound("lower_bound")?.map(ByteBuf::from),
+        upper_bound: bound("upper_bound")?.map(ByteBuf::from),
+    })
+}
+
 /// True when this decoder reads `bytes` itself (does not hand it to iceberg-rust).
 #[cfg(test)]
 pub(crate) fn decodes_here(bytes: &[u8], headers: &Headers) -> bool {
@@ -195,54 +289,89 @@ fn decode(
     bytes: &[u8],
     headers: &Headers,
 ) -> Result<(ManifestMetadata, Vec<ManifestEntry>), Decline> {
-    let mut buf = bytes.strip_prefix(MAGIC).ok_or(Decline)?;
-    let header = read_header(&mut buf)?;
-    let sync = take(&mut buf, 16)?;
-    let codec = match lookup(&header, "avro.codec") {
-        None | Some(b"null") => Codec::Null,
-        Some(b"deflate") => Codec::Deflate(DeflateSettings::default()),
-        Some(_) => return Err(Decline),
-    };
-    let node = headers.schema(lookup(&header, "avro.schema").ok_or(Decline)?)?;
-    let Some(Node::Record(fields)) = node.as_ref() else {
-        return Err(Decline);
-    };
-    let meta = headers.meta(&header)?;
+    let container = Container::open(bytes, headers)?;
+    let meta = headers.meta(&container.header)?;
     if meta.metadata.format_version == FormatVersion::V1 {
         return Err(Decline);
     }
     let spec_id = meta.metadata.partition_spec.spec_id();
-    let mut entries = Vec::new();
-    while !buf.is_empty() {
-        let count = usize::try_from(read_long(&mut buf)?).map_err(|_| Decline)?;
-        let size = usize::try_from(read_long(&mut buf)?).map_err(|_| Decline)?;
-        let raw = take(&mut buf, size)?;
-        if take(&mut buf, 16)? != sync {
-            return Err(Decline);
-        }
-        let block = match codec {
-            Codec::Null => Cow::Borrowed(raw),
-            _ => {
-                let mut block = raw.to_vec();
-                codec.decompress(&mut block).map_err(|_| Decline)?;
-                Cow::Owned(block)
-            }
-        };
-        // Every entry takes at least a byte: a count beyond the block's bytes is damage (and
-        // reserving it could overflow or exhaust memory), for iceberg-rust to report.
-        if count > block.len() {
-            return Err(Decline);
-        }
-        let mut data = &block[..];
-        entries.reserve(count);
-        for _ in 0..count {
-            entries.push(entry(read_record(fields, &mut data)?, &meta, spec_id)?);
-        }
-        if !data.is_empty() {
-            return Err(Decline);
-        }
-    }
+    let entries = container.records(|rec| entry(rec, &meta, spec_id))?;
     Ok((meta.metadata.clone(), entries))
+}
+
+/// An Avro object container file: its header's metadata, its schema (compiled once per
+/// [`Headers`]), and the blocks of records after them.
+struct Container<'a> {
+    header: Vec<(&'a str, &'a [u8])>,
+    node: Arc<Option<Node>>,
+    codec: Codec,
+    sync: &'a [u8],
+    blocks: &'a [u8],
+}
+
+impl<'a> Container<'a> {
+    /// The container in `bytes`, declined when its codec is other than null or deflate.
+    fn open(bytes: &'a [u8], headers: &Headers) -> Result<Self, Decline> {
+        let mut buf = bytes.strip_prefix(MAGIC).ok_or(Decline)?;
+        let header = read_header(&mut buf)?;
+        let sync = take(&mut buf, 16)?;
+        let codec = match lookup(&header, "avro.codec") {
+            None | Some(b"null") => Codec::Null,
+            Some(b"deflate") => Codec::Deflate(DeflateSettings::default()),
+            Some(_) => return Err(Decline),
+        };
+        let node = headers.schema(lookup(&header, "avro.schema").ok_or(Decline)?)?;
+        Ok(Container {
+            header,
+            node,
+            codec,
+            sync,
+            blocks: buf,
+        })
+    }
+
+    /// What `each` makes of each record, in order. A schema other than a record's, or a block
+    /// that does not decode whole, is declined.
+    fn records<T>(
+        &self,
+        mut each: impl FnMut(Record<'_, '_>) -> Result<T, Decline>,
+    ) -> Result<Vec<T>, Decline> {
+        let Some(Node::Record(fields)) = self.node.as_ref() else {
+            return Err(Decline);
+        };
+        let mut out = Vec::new();
+        let mut buf = self.blocks;
+        while !buf.is_empty() {
+            let count = usize::try_from(read_long(&mut buf)?).map_err(|_| Decline)?;
+            let size = usize::try_from(read_long(&mut buf)?).map_err(|_| Decline)?;
+            let raw = take(&mut buf, size)?;
+            if take(&mut buf, 16)? != self.sync {
+                return Err(Decline);
+            }
+            let block = match self.codec {
+                Codec::Null => Cow::Borrowed(raw),
+                codec => {
+                    let mut block = raw.to_vec();
+                    codec.decompress(&mut block).map_err(|_| Decline)?;
+                    Cow::Owned(block)
+                }
+            };
+            // Every record takes at least a byte: a count beyond the block's bytes is damage
+            // (and reserving it could overflow or exhaust memory), for iceberg-rust to report.
+            if count > block.len() {
+                return Err(Decline);
+            }
+            let mut data = &block[..];
+            out.reserve(count);
+            for _ in 0..count {
+                out.push(each(read_record(fields, &mut data)?)?);
+            }
+            if !data.is_empty() {
+                return Err(Decline);
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The metadata map of `file`, an Avro container holding a header and nothing else (its sync
@@ -561,6 +690,28 @@ impl<'n, 'a> Record<'n, 'a> {
             V::Null => None,
             value => Some(value),
         }
+    }
+
+    /// Whether the writer's schema has the field (its value may still be null).
+    fn has(&self, name: &str) -> bool {
+        self.fields.iter().any(|(n, _)| n == name)
+    }
+
+    /// The field's long, `default` when the writer's schema leaves the field out; a null is
+    /// declined.
+    fn long_or(&mut self, name: &str, default: i64) -> Result<i64, Decline> {
+        if !self.has(name) {
+            return Ok(default);
+        }
+        self.long(name)?.ok_or(Decline)
+    }
+
+    /// [`Record::long_or`] for an int.
+    fn int_or(&mut self, name: &str, default: i32) -> Result<i32, Decline> {
+        if !self.has(name) {
+            return Ok(default);
+        }
+        self.int(name)?.ok_or(Decline)
     }
 
     fn required(&mut self, name: &str) -> Result<V<'n, 'a>, Decline> {
@@ -1006,6 +1157,147 @@ mod tests {
                 parse(&damaged, &mf, &headers).is_err(),
                 "{claimed}: an error"
             );
+        }
+    }
+
+    /// The bytes of every snapshot's manifest list of the table.
+    async fn lists(c: &Catalog, name: &str) -> Vec<bytes::Bytes> {
+        let t = c.table(name).await.expect("load");
+        let mut out = Vec::new();
+        for snapshot in t.iceberg().metadata().snapshots() {
+            let input = c.inner.file_io.new_input(snapshot.manifest_list());
+            out.push(input.expect("input").read().await.expect("read"));
+        }
+        out
+    }
+
+    fn theirs(bytes: &[u8]) -> iceberg::Result<Vec<ManifestFile>> {
+        ManifestList::parse_with_version(bytes, FormatVersion::V2)
+            .map(|l| l.consume_entries().into_iter().collect())
+    }
+
+    #[tokio::test]
+    async fn every_manifest_list_parses_to_what_iceberg_rust_reads() {
+        let c = lake().await;
+        let headers = Headers::default();
+        for name in ["t.flat", "t.parted"] {
+            let all = lists(&c, name).await;
+            assert!(all.len() >= 5, "{name}: {} lists", all.len());
+            let mut summarised = false;
+            for bytes in &all {
+                assert!(decode_list(bytes, &headers).is_ok(), "{name}: decoded here");
+                let ours = parse_list(bytes, FormatVersion::V2, &headers).expect("parse");
+                assert_eq!(ours, theirs(bytes).expect("iceberg-rust"), "{name}");
+                assert!(!ours.is_empty());
+                // Partition summaries, bounds included, came through.
+                summarised |= ours.iter().any(|mf| {
+                    mf.partitions
+                        .as_ref()
+                        .is_some_and(|p| p.len() == 3 && p.iter().all(|s| s.lower_bound.is_some()))
+                });
+            }
+            assert_eq!(summarised, name == "t.parted");
+        }
+        // Every list of both tables has one Avro schema: compiled once, not once a file.
+        assert_eq!(headers.schemas.len(), 1);
+        // Another format version goes to iceberg-rust whole (a v1 reader schema here).
+        let bytes = lists(&c, "t.parted").await.remove(0);
+        let v1 = ManifestList::parse_with_version(&bytes, FormatVersion::V1)
+            .map(|l| l.consume_entries().into_iter().collect::<Vec<_>>());
+        let ours = parse_list(&bytes, FormatVersion::V1, &headers);
+        assert_eq!(ours.ok(), v1.ok());
+    }
+
+    /// The manifest list `bytes` written again with the file counts under their v1 names.
+    fn with_v1_count_names(bytes: &[u8]) -> Vec<u8> {
+        let mut buf = bytes.strip_prefix(MAGIC).expect("magic");
+        let header = read_header(&mut buf).expect("header");
+        let mut text = std::str::from_utf8(lookup(&header, "avro.schema").expect("schema"))
+            .expect("utf-8")
+            .to_string();
+        let renames = ["added", "existing", "deleted"]
+            .map(|k| (format!("{k}_files_count"), format!("{k}_data_files_count")));
+        for (from, to) in &renames {
+            assert!(
+                text.contains(&format!("\"{from}\"")),
+                "{from} in the schema"
+            );
+            text = text.replace(&format!("\"{from}\""), &format!("\"{to}\""));
+        }
+        let schema = AvroSchema::parse_str(&text).expect("renamed schema");
+        let reader = apache_avro::Reader::new(bytes).expect("reader");
+        let meta = reader.user_metadata().clone();
+        let mut writer = apache_avro::Writer::new(&schema, Vec::new());
+        for (k, v) in meta {
+            writer.add_user_metadata(k, v).expect("metadata");
+        }
+        for value in reader {
+            let Value::Record(fields) = value.expect("value") else {
+                panic!("a list entry is a record");
+            };
+            let fields = fields
+                .into_iter()
+                .map(
+                    |(name, v)| match renames.iter().find(|(from, _)| *from == name) {
+                        Some((_, to)) => (to.clone(), v),
+                        None => (name, v),
+                    },
+                )
+                .collect();
+            writer.append(Value::Record(fields)).expect("append");
+        }
+        writer.into_inner().expect("written")
+    }
+
+    #[tokio::test]
+    async fn rewritten_and_damaged_manifest_lists_read_as_iceberg_rust_reads_them() {
+        let c = lake().await;
+        let headers = Headers::default();
+        let all = lists(&c, "t.parted").await;
+        let bytes = all.iter().max_by_key(|b| b.len()).expect("a list");
+        let want = theirs(bytes).expect("iceberg-rust");
+        assert!(want.len() > 1, "a list of several manifests");
+
+        let deflated = rewrite(bytes, Codec::Deflate(DeflateSettings::default()));
+        assert!(
+            decode_list(&deflated, &headers).is_ok(),
+            "deflate is read here"
+        );
+        assert_eq!(
+            parse_list(&deflated, FormatVersion::V2, &headers).expect("parse"),
+            want
+        );
+        let snappy = rewrite(bytes, Codec::Snappy);
+        assert!(
+            decode_list(&snappy, &headers).is_err(),
+            "snappy is handed on"
+        );
+        assert_eq!(
+            parse_list(&snappy, FormatVersion::V2, &headers).expect("parse"),
+            want
+        );
+
+        // Counts under the names format v1 gave them read the same, here and there.
+        let renamed = with_v1_count_names(bytes);
+        assert!(
+            decode_list(&renamed, &headers).is_ok(),
+            "v1 count names are read here"
+        );
+        assert_eq!(theirs(&renamed).expect("iceberg-rust"), want);
+        assert_eq!(
+            parse_list(&renamed, FormatVersion::V2, &headers).expect("parse"),
+            want
+        );
+
+        for cut in [0, 3, 40, bytes.len() / 2, bytes.len() - 1] {
+            let ours = parse_list(&bytes[..cut], FormatVersion::V2, &headers);
+            assert!(ours.is_err(), "cut at {cut}");
+        }
+        for at in [bytes.len() - 20, bytes.len() - 60, bytes.len() / 2] {
+            let mut flipped = bytes.to_vec();
+            flipped[at] ^= 0xff;
+            let ours = parse_list(&flipped, FormatVersion::V2, &headers);
+            assert_eq!(ours.ok(), theirs(&flipped).ok(), "a byte flipped at {at}");
         }
     }
 

@@ -24,8 +24,8 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::expr::{Bind, BoundPredicate, PredicateOperator};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{
-    DataContentType, DataFile, Datum, Manifest, ManifestContentType, ManifestFile, ManifestList,
-    NameMapping, PrimitiveType, TableMetadata,
+    DataContentType, DataFile, Datum, Manifest, ManifestContentType, ManifestFile, NameMapping,
+    PrimitiveType, TableMetadata,
 };
 
 use crate::catalog::Catalog;
@@ -43,6 +43,16 @@ const LIST_ENTRY_BYTES: u64 = 256;
 
 /// The table property iceberg-rust reads a name mapping from.
 const NAME_MAPPING_PROPERTY: &str = "schema.name-mapping.default";
+
+/// A snapshot's manifest list: the manifests it names, in its order.
+#[derive(Debug)]
+pub(crate) struct ManifestList(Vec<ManifestFile>);
+
+impl ManifestList {
+    pub(crate) fn entries(&self) -> &[ManifestFile] {
+        &self.0
+    }
+}
 
 #[derive(Clone)]
 enum Parsed {
@@ -429,21 +439,26 @@ impl Table {
         if let Some(Parsed::List(list)) = cache.get(location) {
             return Ok(list);
         }
-        let list = self
-            .iceberg()
-            .manifest_list_reader(snapshot)
-            .load()
-            .await
-            .map_err(|e| {
-                LakeError::iceberg(
-                    format!(
-                        "reading the manifest list of snapshot {id} of {}",
-                        self.name()
-                    ),
-                    e,
-                )
-            })?;
-        let list = Arc::new(list);
+        let ctx = || {
+            format!(
+                "reading the manifest list of snapshot {id} of {}",
+                self.name()
+            )
+        };
+        let entries = async {
+            if snapshot.encryption_key_id().is_some() {
+                // An encrypted list: iceberg-rust knows how to read it.
+                let list = self.iceberg().manifest_list_reader(snapshot).load().await?;
+                return Ok(list.consume_entries().into_iter().collect());
+            }
+            let inner = &self.catalog().inner;
+            let bytes = inner.file_io.new_input(location)?.read().await?;
+            let version = self.metadata().format_version();
+            crate::manifest::parse_list(&bytes, version, &inner.manifest_headers)
+        }
+        .await
+        .map_err(|e| LakeError::iceberg(ctx(), e))?;
+        let list = Arc::new(ManifestList(entries));
         let bytes = (list.entries().len() as u64 + 1) * LIST_ENTRY_BYTES;
         cache.put(location, Parsed::List(list.clone()), bytes);
         Ok(list)
