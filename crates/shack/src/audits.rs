@@ -3,7 +3,7 @@
 //!
 //! Each reads exactly the snapshots grading recorded ([`GradeContext::sql`]: every table at its
 //! graded `audit` snapshot) and says PASS, WARN or BLOCK with one line. The judgements are pure
-//! functions of what the SQL returned ([`quarantine_rate`](crate::grade::quarantine_rate),
+//! functions of the figures read ([`quarantine_rate`](crate::grade::quarantine_rate),
 //! [`conservation`], [`fx_coverage`], [`reconciliation`]), so their thresholds are tested on
 //! small inputs; the async wrappers only gather the numbers.
 //!
@@ -26,7 +26,10 @@
 //!   also checks the carried figures against the whole read and BLOCKs when they differ. The
 //!   evidence's `basis` says which it did. A bare `count(*)` of a table is the record counts
 //!   its manifests keep per data file (as any Iceberg engine answers it), summed without
-//!   planning a query ([`SqlContext::count_rows`]); the sums and grouped counts read the rows.
+//!   planning a query ([`SqlContext::count_rows`]); the sums and grouped counts read the
+//!   columns they need, again without a query ([`SqlContext::read_columns`]), and add them up
+//!   in code (a carried grade reads a day's changed rows: planning a query for each cost more
+//!   than reading them).
 //! - FX coverage: every USD event of `gold.fct_payments` has a rate; the reason names how old
 //!   the oldest rate used was (weekends and holidays use the last business day's). Its figures
 //!   are sums too: the USD events, those without a rate, and the events counted by how many
@@ -101,6 +104,32 @@ async fn reads_nothing(sql: &SqlContext, what: &str, from: &str) -> Result<bool>
     sql.reads_no_files(from)
         .await
         .map_err(|e| ShackError::lake(format!("{what} ({from})"), e))
+}
+
+/// `columns` of every row of `from` (a table as `sql` names it), read as a query's scan reads
+/// them but without parsing, optimising and planning one ([`SqlContext::read_columns`]): the
+/// audits filter, group and add up a grade's few thousand changed rows in code, where a query
+/// cost more to plan than to run.
+async fn columns_of(
+    sql: &SqlContext,
+    what: &str,
+    from: &str,
+    columns: &[&str],
+) -> Result<Vec<RecordBatch>> {
+    sql.read_columns(from, columns).await.map_err(|e| {
+        ShackError::lake(
+            format!("{what} (reading {} of {from})", columns.join(", ")),
+            e,
+        )
+    })
+}
+
+/// `total + n`, or an error naming `what` when the sum leaves a 64-bit integer (SQL's `sum`
+/// would have wrapped silently).
+fn add(total: i64, n: i64, what: &str) -> Result<i64> {
+    total
+        .checked_add(n)
+        .ok_or_else(|| bad_result(what, "a sum overflows a 64-bit integer"))
 }
 
 /// Column `col` of every batch as integers (any integer or date type; dates as epoch days).
@@ -375,32 +404,60 @@ impl Reach {
     }
 }
 
+/// How an event's amount counts toward its currency's net.
+#[derive(Clone, Copy)]
+enum Net {
+    /// As it is (`gold.fct_payments` signs refunds itself).
+    AsIs,
+    /// Negated for a refund (`silver.payments`, whose `event_type` says which).
+    RefundsNegated,
+}
+
+/// The events of `reach` of `table` and their net per currency (a null currency as
+/// `(none)`), a null amount adding nothing: what `SELECT currency, count(*), sum(signed)
+/// GROUP BY currency` gave.
 async fn event_totals(
     ctx: &GradeContext,
     sql: &SqlContext,
     reach: Reach,
     table: &str,
-    signed: &str,
+    net: Net,
 ) -> Result<EventTotals> {
     let from = reach.table(table);
     if !graded(ctx, table) || reads_nothing(sql, table, &from).await? {
         return Ok(EventTotals::default());
     }
-    let rows = query(
-        sql,
-        table,
-        &format!("SELECT currency, count(*), sum({signed}) FROM {from} GROUP BY currency"),
-    )
-    .await?;
+    let columns: &[&str] = match net {
+        Net::AsIs => &["currency", "amount_minor"],
+        Net::RefundsNegated => &["currency", "amount_minor", "event_type"],
+    };
+    let rows = columns_of(sql, table, &from, columns).await?;
     let currencies = strings(&rows, 0, table)?;
-    let counts = ints(&rows, 1, table)?;
-    let nets = ints(&rows, 2, table)?;
+    let amounts = ints(&rows, 1, table)?;
+    let refunds = match net {
+        Net::AsIs => vec![false; amounts.len()],
+        Net::RefundsNegated => strings(&rows, 2, table)?
+            .into_iter()
+            .map(|t| t.as_deref() == Some("refund"))
+            .collect(),
+    };
     let mut t = EventTotals::default();
-    for ((c, n), net) in currencies.into_iter().zip(counts).zip(nets) {
-        t.events += n.unwrap_or(0);
-        *t.net_minor
-            .entry(c.unwrap_or_else(|| "(none)".to_string()))
-            .or_default() += net.unwrap_or(0);
+    for ((currency, amount), refund) in currencies.into_iter().zip(amounts).zip(refunds) {
+        t.events += 1;
+        let entry = t
+            .net_minor
+            .entry(currency.unwrap_or_else(|| "(none)".to_string()))
+            .or_default();
+        if let Some(amount) = amount {
+            let signed = if refund {
+                amount
+                    .checked_neg()
+                    .ok_or_else(|| bad_result(table, "a refund's amount cannot be negated"))?
+            } else {
+                amount
+            };
+            *entry = add(*entry, signed, table)?;
+        }
     }
     // A net of zero is no net: whether a currency's rows are all gone or net to nothing, the
     // figures read the same (conservation compares a missing currency as zero).
@@ -428,15 +485,10 @@ async fn headers(
     if reads_nothing(sql, &table, &from).await? {
         return Ok(0);
     }
-    let rows = query(
-        sql,
-        &table,
-        &format!("SELECT _raw FROM {from} WHERE strpos(_raw, '{first_field}') > 0"),
-    )
-    .await?;
+    let rows = columns_of(sql, &table, &from, &["_raw"]).await?;
     let mut n = 0;
     for raw in strings(&rows, 0, &table)?.into_iter().flatten() {
-        n += i64::from(is_csv_header(source, &raw));
+        n += i64::from(raw.contains(first_field) && is_csv_header(source, &raw));
     }
     Ok(n)
 }
@@ -478,8 +530,11 @@ async fn tally_if_graded(
             .map_err(|e| ShackError::lake(format!("{table} (count(*) of {from})"), e)),
         Tally::Sum(_) if reads_nothing(sql, table, &from).await? => Ok(0),
         Tally::Sum(column) => {
-            let text = format!("SELECT sum({column}) FROM {from}");
-            scalar(&query(sql, table, &text).await?, 0, table)
+            let rows = columns_of(sql, table, &from, &[column]).await?;
+            ints(&rows, 0, table)?
+                .into_iter()
+                .flatten()
+                .try_fold(0, |total, n| add(total, n, table))
         }
     }
 }
@@ -507,18 +562,16 @@ async fn source_balances(
     {
         Vec::new()
     } else {
-        query(
-            sql,
-            silver::QUARANTINE,
-            &format!("SELECT source, count(*) FROM {from} GROUP BY source"),
-        )
-        .await?
+        columns_of(sql, silver::QUARANTINE, &from, &["source"]).await?
     };
-    let q: BTreeMap<String, i64> = strings(&quarantine, 0, silver::QUARANTINE)?
+    // Quarantined rows by source (a row without one counts for none).
+    let mut q: BTreeMap<String, i64> = BTreeMap::new();
+    for source in strings(&quarantine, 0, silver::QUARANTINE)?
         .into_iter()
-        .zip(ints(&quarantine, 1, silver::QUARANTINE)?)
-        .filter_map(|(s, n)| Some((s?, n.unwrap_or(0))))
-        .collect();
+        .flatten()
+    {
+        *q.entry(source).or_default() += 1;
+    }
     let balances = Source::ALL.map(|source| {
         let q = &q;
         async move {
@@ -616,14 +669,8 @@ async fn conservation_totals(
     reach: Reach,
 ) -> Result<ConservationTotals> {
     let (silver, gold, sources) = futures::try_join!(
-        event_totals(
-            ctx,
-            sql,
-            reach,
-            silver::PAYMENTS,
-            "CASE WHEN event_type = 'refund' THEN -amount_minor ELSE amount_minor END",
-        ),
-        event_totals(ctx, sql, reach, gold::FCT_PAYMENTS, "amount_minor"),
+        event_totals(ctx, sql, reach, silver::PAYMENTS, Net::RefundsNegated),
+        event_totals(ctx, sql, reach, gold::FCT_PAYMENTS, Net::AsIs),
         source_balances(ctx, sql, reach),
     )?;
     Ok(ConservationTotals {
@@ -881,29 +928,29 @@ async fn fx_totals(sql: &SqlContext, reach: Reach) -> Result<FxFigures> {
     if reads_nothing(sql, t, &from).await? {
         return Ok(FxFigures::default());
     }
-    // One pass over the USD events, grouped by their day and their rate's day: how many, and
-    // how many without a rate.
-    let groups = query(
-        sql,
-        t,
-        &format!(
-            "SELECT processor_date, fx_rate_date, count(*), \
-             count(*) FILTER (WHERE fx_rate_micros IS NULL OR fx_rate_date IS NULL) \
-             FROM {from} WHERE lower(currency) = 'usd' GROUP BY processor_date, fx_rate_date"
-        ),
-    )
-    .await?;
-    let days = ints(&groups, 0, t)?;
-    let rate_days = ints(&groups, 1, t)?;
-    let counts = ints(&groups, 2, t)?;
-    let without = ints(&groups, 3, t)?;
+    // One pass over the events: the USD ones (any case), how many lack a rate, and by how many
+    // days each one's rate is older than its processor date.
+    let columns = [
+        "currency",
+        "processor_date",
+        "fx_rate_date",
+        "fx_rate_micros",
+    ];
+    let rows = columns_of(sql, t, &from, &columns).await?;
+    let currencies = strings(&rows, 0, t)?;
+    let days = ints(&rows, 1, t)?;
+    let rate_days = ints(&rows, 2, t)?;
+    let rates = ints(&rows, 3, t)?;
     let mut f = FxFigures::default();
-    for (((p, r), n), w) in days.into_iter().zip(rate_days).zip(counts).zip(without) {
-        let n = n.unwrap_or(0);
-        f.usd_events += n;
-        f.without_rate += w.unwrap_or(0);
+    let events = currencies.into_iter().zip(days).zip(rate_days).zip(rates);
+    for (((currency, p), r), rate) in events {
+        if currency.is_none_or(|c| c.to_lowercase() != "usd") {
+            continue;
+        }
+        f.usd_events += 1;
+        f.without_rate += i64::from(rate.is_none() || r.is_none());
         if let (Some(p), Some(r)) = (p, r) {
-            *f.by_gap_days.entry(p - r).or_default() += n;
+            *f.by_gap_days.entry(p - r).or_default() += 1;
         }
     }
     Ok(f)
@@ -1055,26 +1102,26 @@ async fn usd_ordered_before_first_rate(
     }
     let sql = ctx.sql(catalog).await?;
     let what = "the first FX rate";
-    let first = ints(
-        &query(
-            &sql,
-            what,
-            &format!(
-                "SELECT min(rate_date) FROM {} WHERE base = 'USD' AND quote = 'CAD'",
-                silver::FX_RATES
-            ),
-        )
-        .await?,
-        0,
+    let rates = columns_of(
+        &sql,
         what,
-    )?;
-    let Some(first) = first
+        silver::FX_RATES,
+        &["rate_date", "base", "quote"],
+    )
+    .await?;
+    let days = ints(&rates, 0, what)?;
+    let bases = strings(&rates, 1, what)?;
+    let quotes = strings(&rates, 2, what)?;
+    let usd_cad = |b: &Option<String>, q: &Option<String>| {
+        b.as_deref() == Some("USD") && q.as_deref() == Some("CAD")
+    };
+    let first = days
         .into_iter()
-        .flatten()
-        .next()
-        .and_then(|d| i32::try_from(d).ok())
-        .map(date_of)
-    else {
+        .zip(bases.iter().zip(&quotes))
+        .filter(|(_, (b, q))| usd_cad(b, q))
+        .filter_map(|(d, _)| d)
+        .min();
+    let Some(first) = first.and_then(|d| i32::try_from(d).ok()).map(date_of) else {
         return Ok(None);
     };
     let what = "USD events ordered before the first FX rate";

@@ -11,6 +11,7 @@ use std::path::Path;
 use chrono::{DateTime, Duration, Utc};
 use common::*;
 use lake::At;
+use shack::audits::EventTotals;
 use shack::grade::LAYERS;
 use shack::silver::tables as silver;
 use shack::{RunOptions, RunReport, Source, Verdict, gold, publish};
@@ -269,6 +270,7 @@ async fn daily_runs_through_the_season_equal_one_rebuild() {
         "fx coverage: {fx_carried} of {published} carried"
     );
     let rebuilt = run(&lake, &season, through, true).await;
+    whole_figures_are_what_sql_says(&lake, &rebuilt).await;
     conservation_is_a_whole_read(&lake, &rebuilt).await;
     fx_coverage_is_a_whole_read(&lake, &rebuilt).await;
     assert!(rebuilt.published());
@@ -305,6 +307,138 @@ where
     );
     let basis = audit.evidence["basis"]["read"].as_str().expect("a basis");
     usize::from(basis.starts_with("changes since publish"))
+}
+
+/// The rows of a query of `r`'s graded snapshots.
+async fn sql_rows(lake: &Lake, r: &RunReport, text: &str) -> Vec<arrow_array::RecordBatch> {
+    let sql = r.grade.context.sql(&lake.catalog).await.expect("a session");
+    sql.query(text)
+        .await
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// Column `col` of a query's rows as integers (a count, a sum, epoch days).
+fn sql_ints(rows: &[arrow_array::RecordBatch], col: usize) -> Vec<Option<i64>> {
+    let mut out = Vec::new();
+    for b in rows {
+        let c = b.column(col);
+        let c = if matches!(c.data_type(), arrow_schema::DataType::Date32) {
+            arrow::compute::cast(c, &arrow_schema::DataType::Int32).expect("days")
+        } else {
+            c.clone()
+        };
+        let c = arrow::compute::cast(&c, &arrow_schema::DataType::Int64).expect("an integer");
+        let a = c
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .expect("Int64");
+        out.extend(a.iter());
+    }
+    out
+}
+
+/// A query's first row's first value.
+async fn sql_one(lake: &Lake, r: &RunReport, text: &str) -> i64 {
+    sql_ints(&sql_rows(lake, r, text).await, 0)[0].unwrap_or(0)
+}
+
+/// The events and net per currency of a `currency, count(*), sum(..)` query.
+async fn sql_events(lake: &Lake, r: &RunReport, table: &str, signed: &str) -> EventTotals {
+    let text = format!("SELECT currency, count(*), sum({signed}) FROM {table} GROUP BY currency");
+    let rows = sql_rows(lake, r, &text).await;
+    let currencies = common::str_column(&rows, "currency");
+    let (counts, nets) = (sql_ints(&rows, 1), sql_ints(&rows, 2));
+    let mut t = EventTotals::default();
+    for ((c, n), net) in currencies.into_iter().zip(counts).zip(nets) {
+        t.events += n.unwrap_or(0);
+        *t.net_minor
+            .entry(c.unwrap_or_else(|| "(none)".into()))
+            .or_default() += net.unwrap_or(0);
+    }
+    t.net_minor.retain(|_, n| *n != 0);
+    t
+}
+
+/// The conservation and FX-coverage audits add up and group rows in code; a whole read of the
+/// graded snapshots gives the figures SQL's aggregates give over the same tables.
+async fn whole_figures_are_what_sql_says(lake: &Lake, r: &RunReport) {
+    let whole = shack::audits::conservation_figures(&lake.catalog, &r.grade.context)
+        .await
+        .expect("a whole read");
+    let refunds = "CASE WHEN event_type = 'refund' THEN -amount_minor ELSE amount_minor END";
+    let silver_totals = sql_events(lake, r, "silver.payments", refunds).await;
+    assert_eq!(whole.silver, silver_totals);
+    assert!(silver_totals.net_minor.len() >= 2, "{silver_totals:?}");
+    let gold_totals = sql_events(lake, r, "gold.fct_payments", "amount_minor").await;
+    assert_eq!(whole.gold, gold_totals);
+    let quarantined = sql_rows(
+        lake,
+        r,
+        "SELECT source, count(*) FROM silver.quarantine GROUP BY source",
+    )
+    .await;
+    let q: BTreeMap<String, i64> = common::str_column(&quarantined, "source")
+        .into_iter()
+        .zip(sql_ints(&quarantined, 1))
+        .filter_map(|(s, n)| Some((s?, n?)))
+        .collect();
+    assert!(q.values().sum::<i64>() > 0, "the season quarantines rows");
+    for b in &whole.sources {
+        let quarantined = q.get(&b.source).copied().unwrap_or(0);
+        assert_eq!(b.quarantined, quarantined, "{}: quarantined", b.source);
+        let (csv, field) = match b.source.as_str() {
+            "fx_rates" => (true, "rate_date"),
+            "settlements" => (true, "settlement_date"),
+            _ => (false, ""),
+        };
+        if csv {
+            let text = format!(
+                "SELECT count(*) FROM bronze.{} WHERE strpos(_raw, '{field}') > 0",
+                b.source
+            );
+            assert_eq!(
+                b.headers,
+                sql_one(lake, r, &text).await,
+                "{}: headers",
+                b.source
+            );
+        }
+    }
+    let settlements = whole
+        .sources
+        .iter()
+        .find(|b| b.source == "settlements")
+        .expect("settlements");
+    let publications = sql_one(lake, r, "SELECT sum(publications) FROM silver.settlements").await;
+    assert_eq!(settlements.parsed, publications);
+    assert!(publications > 0);
+
+    let fx = shack::audits::fx_figures(&lake.catalog, &r.grade.context)
+        .await
+        .expect("a whole read");
+    let groups = sql_rows(
+        lake,
+        r,
+        "SELECT processor_date, fx_rate_date, count(*), \
+         count(*) FILTER (WHERE fx_rate_micros IS NULL OR fx_rate_date IS NULL) \
+         FROM gold.fct_payments WHERE lower(currency) = 'usd' GROUP BY processor_date, fx_rate_date",
+    )
+    .await;
+    let (days, rate_days) = (sql_ints(&groups, 0), sql_ints(&groups, 1));
+    let (counts, without) = (sql_ints(&groups, 2), sql_ints(&groups, 3));
+    let mut want = shack::audits::FxFigures::default();
+    for (((p, d), n), w) in days.into_iter().zip(rate_days).zip(counts).zip(without) {
+        want.usd_events += n.unwrap_or(0);
+        want.without_rate += w.unwrap_or(0);
+        if let (Some(p), Some(d)) = (p, d) {
+            *want.by_gap_days.entry(p - d).or_default() += n.unwrap_or(0);
+        }
+    }
+    assert_eq!(fx, want);
+    assert!(
+        want.usd_events > 0 && want.by_gap_days.len() >= 2,
+        "{want:?}"
+    );
 }
 
 /// The conservation audit's figures equal a whole read; 1 when it carried them.
