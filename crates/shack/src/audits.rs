@@ -132,24 +132,40 @@ fn add(total: i64, n: i64, what: &str) -> Result<i64> {
         .ok_or_else(|| bad_result(what, "a sum overflows a 64-bit integer"))
 }
 
+/// Column `col` of `b` as integers (any integer or date type; dates as epoch days).
+fn int_array(b: &RecordBatch, col: usize, what: &str) -> Result<Int64Array> {
+    let Some(c) = b.columns().get(col) else {
+        return Err(bad_result(what, format!("no column {col}")));
+    };
+    let c = if matches!(c.data_type(), DataType::Date32) {
+        cast(c, &DataType::Int32).map_err(|e| bad_result(what, e.to_string()))?
+    } else {
+        c.clone()
+    };
+    let c = cast(&c, &DataType::Int64).map_err(|e| bad_result(what, e.to_string()))?;
+    c.as_any()
+        .downcast_ref::<Int64Array>()
+        .cloned()
+        .ok_or_else(|| bad_result(what, "not an integer column"))
+}
+
+/// Column `col` of `b` as strings.
+fn str_array(b: &RecordBatch, col: usize, what: &str) -> Result<StringArray> {
+    let Some(c) = b.columns().get(col) else {
+        return Err(bad_result(what, format!("no column {col}")));
+    };
+    let c = cast(c, &DataType::Utf8).map_err(|e| bad_result(what, e.to_string()))?;
+    c.as_any()
+        .downcast_ref::<StringArray>()
+        .cloned()
+        .ok_or_else(|| bad_result(what, "not a string column"))
+}
+
 /// Column `col` of every batch as integers (any integer or date type; dates as epoch days).
 fn ints(batches: &[RecordBatch], col: usize, what: &str) -> Result<Vec<Option<i64>>> {
     let mut out = Vec::new();
     for b in batches {
-        let Some(c) = b.columns().get(col) else {
-            return Err(bad_result(what, format!("no column {col}")));
-        };
-        let c = if matches!(c.data_type(), DataType::Date32) {
-            cast(c, &DataType::Int32).map_err(|e| bad_result(what, e.to_string()))?
-        } else {
-            c.clone()
-        };
-        let c = cast(&c, &DataType::Int64).map_err(|e| bad_result(what, e.to_string()))?;
-        let a = c
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| bad_result(what, "not an integer column"))?;
-        out.extend((0..a.len()).map(|i| (!a.is_null(i)).then(|| a.value(i))));
+        out.extend(int_array(b, col, what)?.iter());
     }
     Ok(out)
 }
@@ -158,15 +174,11 @@ fn ints(batches: &[RecordBatch], col: usize, what: &str) -> Result<Vec<Option<i6
 fn strings(batches: &[RecordBatch], col: usize, what: &str) -> Result<Vec<Option<String>>> {
     let mut out = Vec::new();
     for b in batches {
-        let Some(c) = b.columns().get(col) else {
-            return Err(bad_result(what, format!("no column {col}")));
-        };
-        let c = cast(c, &DataType::Utf8).map_err(|e| bad_result(what, e.to_string()))?;
-        let a = c
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| bad_result(what, "not a string column"))?;
-        out.extend((0..a.len()).map(|i| (!a.is_null(i)).then(|| a.value(i).to_string())));
+        out.extend(
+            str_array(b, col, what)?
+                .iter()
+                .map(|s| s.map(str::to_string)),
+        );
     }
     Ok(out)
 }
@@ -432,31 +444,42 @@ async fn event_totals(
         Net::RefundsNegated => &["currency", "amount_minor", "event_type"],
     };
     let rows = columns_of(sql, table, &from, columns).await?;
-    let currencies = strings(&rows, 0, table)?;
-    let amounts = ints(&rows, 1, table)?;
-    let refunds = match net {
-        Net::AsIs => vec![false; amounts.len()],
-        Net::RefundsNegated => strings(&rows, 2, table)?
-            .into_iter()
-            .map(|t| t.as_deref() == Some("refund"))
-            .collect(),
-    };
     let mut t = EventTotals::default();
-    for ((currency, amount), refund) in currencies.into_iter().zip(amounts).zip(refunds) {
-        t.events += 1;
-        let entry = t
-            .net_minor
-            .entry(currency.unwrap_or_else(|| "(none)".to_string()))
-            .or_default();
-        if let Some(amount) = amount {
+    // Batch by batch, in the arrays read (a whole read holds every payment event).
+    for b in &rows {
+        let currency = str_array(b, 0, table)?;
+        let amount = int_array(b, 1, table)?;
+        let kind = match net {
+            Net::AsIs => None,
+            Net::RefundsNegated => Some(str_array(b, 2, table)?),
+        };
+        for i in 0..b.num_rows() {
+            t.events += 1;
+            if amount.is_null(i) {
+                continue;
+            }
+            let refund = kind
+                .as_ref()
+                .is_some_and(|k| !k.is_null(i) && k.value(i) == "refund");
             let signed = if refund {
                 amount
+                    .value(i)
                     .checked_neg()
                     .ok_or_else(|| bad_result(table, "a refund's amount cannot be negated"))?
             } else {
-                amount
+                amount.value(i)
             };
-            *entry = add(*entry, signed, table)?;
+            let key = if currency.is_null(i) {
+                "(none)"
+            } else {
+                currency.value(i)
+            };
+            match t.net_minor.get_mut(key) {
+                Some(n) => *n = add(*n, signed, table)?,
+                None => {
+                    t.net_minor.insert(key.to_string(), signed);
+                }
+            }
         }
     }
     // A net of zero is no net: whether a currency's rows are all gone or net to nothing, the
@@ -937,23 +960,32 @@ async fn fx_totals(sql: &SqlContext, reach: Reach) -> Result<FxFigures> {
         "fx_rate_micros",
     ];
     let rows = columns_of(sql, t, &from, &columns).await?;
-    let currencies = strings(&rows, 0, t)?;
-    let days = ints(&rows, 1, t)?;
-    let rate_days = ints(&rows, 2, t)?;
-    let rates = ints(&rows, 3, t)?;
     let mut f = FxFigures::default();
-    let events = currencies.into_iter().zip(days).zip(rate_days).zip(rates);
-    for (((currency, p), r), rate) in events {
-        if currency.is_none_or(|c| c.to_lowercase() != "usd") {
-            continue;
-        }
-        f.usd_events += 1;
-        f.without_rate += i64::from(rate.is_none() || r.is_none());
-        if let (Some(p), Some(r)) = (p, r) {
-            *f.by_gap_days.entry(p - r).or_default() += 1;
+    for b in &rows {
+        let currency = str_array(b, 0, t)?;
+        let [day, rate_day, rate] = [1, 2, 3].map(|i| int_array(b, i, t));
+        let (day, rate_day, rate) = (day?, rate_day?, rate?);
+        for i in 0..b.num_rows() {
+            if currency.is_null(i) || !is_usd(currency.value(i)) {
+                continue;
+            }
+            f.usd_events += 1;
+            f.without_rate += i64::from(rate.is_null(i) || rate_day.is_null(i));
+            if !day.is_null(i) && !rate_day.is_null(i) {
+                *f.by_gap_days
+                    .entry(day.value(i) - rate_day.value(i))
+                    .or_default() += 1;
+            }
         }
     }
     Ok(f)
+}
+
+/// Whether `currency` is `usd` in any case, as SQL's `lower(currency) = 'usd'` (Unicode lower
+/// case) finds it.
+fn is_usd(currency: &str) -> bool {
+    currency.eq_ignore_ascii_case("usd")
+        || (!currency.is_ascii() && currency.to_lowercase() == "usd")
 }
 
 /// The FX-coverage figures read from `gold.fct_payments` whole at its graded snapshot (what a
@@ -1744,6 +1776,17 @@ mod tests {
         evidence["by_gap_days"] = json!(carried.by_gap_days);
         let read: FxFigures = serde_json::from_value(evidence).expect("figures");
         assert_eq!(read, carried);
+    }
+
+    #[test]
+    fn usd_is_found_in_any_case_as_sql_lower_finds_it() {
+        for c in ["usd", "USD", "Usd", "uSD"] {
+            assert!(is_usd(c), "{c}");
+        }
+        for c in ["us", "usdx", "cad", "", "u\u{17f}d", "\u{fc}sd"] {
+            assert!(!is_usd(c), "{c}");
+            assert_eq!(is_usd(c), c.to_lowercase() == "usd", "{c}");
+        }
     }
 
     #[test]
