@@ -213,9 +213,21 @@ fn list_entry(mut rec: Record) -> Result<ManifestFile, Decline> {
         sequence_number: rec.long_or("sequence_number", 0)?,
         min_sequence_number: rec.long_or("min_sequence_number", 0)?,
         added_snapshot_id: long(rec.required("added_snapshot_id")?)?,
-        added_files_count: Some(files(&mut rec, "added")?),
-        existing_files_count: Some(files(&mut rec, "existing")?),
-        deleted_files_count: Some(files(&mut rec, "deleted")?),
+        added_files_count: Some(files(
+            &mut rec,
+            "added_files_count",
+            "added_data_files_count",
+        )?),
+        existing_files_count: Some(files(
+            &mut rec,
+            "existing_files_count",
+            "existing_data_files_count",
+        )?),
+        deleted_files_count: Some(files(
+            &mut rec,
+            "deleted_files_count",
+            "deleted_data_files_count",
+        )?),
         added_rows_count: Some(count(rec.required("added_rows_count")?)?),
         existing_rows_count: Some(count(rec.required("existing_rows_count")?)?),
         deleted_rows_count: Some(count(rec.required("deleted_rows_count")?)?),
@@ -228,14 +240,13 @@ fn list_entry(mut rec: Record) -> Result<ManifestFile, Decline> {
     })
 }
 
-/// The `{kind}_files_count` of a list entry, or its v1 name `{kind}_data_files_count`.
-fn files(rec: &mut Record, kind: &str) -> Result<u32, Decline> {
-    let names = [
-        format!("{kind}_files_count"),
-        format!("{kind}_data_files_count"),
-    ];
-    let [name] = &names.iter().filter(|n| rec.has(n)).collect::<Vec<_>>()[..] else {
-        return Err(Decline);
+/// A list entry's file count `name`, or the same count under its v1 name `v1` (both at once
+/// is declined, as iceberg-rust's serde rejects a duplicate field).
+fn files(rec: &mut Record, name: &str, v1: &str) -> Result<u32, Decline> {
+    let name = match (rec.has(name), rec.has(v1)) {
+        (true, false) => name,
+        (false, true) => v1,
+        _ => return Err(Decline),
     };
     u32::try_from(rec.int(name)?.ok_or(Decline)?).map_err(|_| Decline)
 }

@@ -510,8 +510,10 @@ async fn headers(
     }
     let rows = columns_of(sql, &table, &from, &["_raw"]).await?;
     let mut n = 0;
-    for raw in strings(&rows, 0, &table)?.into_iter().flatten() {
-        n += i64::from(raw.contains(first_field) && is_csv_header(source, &raw));
+    for b in &rows {
+        for raw in str_array(b, 0, &table)?.iter().flatten() {
+            n += i64::from(raw.contains(first_field) && is_csv_header(source, raw));
+        }
     }
     Ok(n)
 }
