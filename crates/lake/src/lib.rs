@@ -21,8 +21,9 @@
 //!
 //! A [`Catalog`] handle keeps the manifest lists, manifests and table metadata files it parses,
 //! and the footers of data files it read whole (none of them changes once written), and plans
-//! and reads scans from them, so a long-lived handle is the cheap one. A program that runs with
-//! `RUST_BACKTRACE=1` should also set `RUST_LIB_BACKTRACE=0` unless it prints library
+//! and reads scans from them, so a long-lived handle is the cheap one; a new one can read a
+//! table's history ahead ([`Catalog::warm`]) beside work that does not need it. A program that
+//! runs with `RUST_BACKTRACE=1` should also set `RUST_LIB_BACKTRACE=0` unless it prints library
 //! backtraces: iceberg-rust's reader, through which lake reads what it does not read itself
 //! (filtered or deleting reads, other engines' files), builds and discards an error per column
 //! of every Parquet file it opens, and each captures a backtrace
@@ -62,6 +63,7 @@ mod storage;
 mod table;
 mod types;
 mod verify;
+mod warm;
 mod work;
 mod write;
 
@@ -82,6 +84,7 @@ pub use storage::{Stores, local_dir_location};
 pub use table::{At, RefInfo, RefOp, SnapshotInfo, Table};
 pub use types::{Committed, TableChange, TableName};
 pub use verify::{VerifyProblem, VerifyReport};
+pub use warm::Warmed;
 pub use work::{WORK_LEASE_MS, WorkMark};
 pub use write::{
     FilePredicate, PROP_BLOOM_COLUMN, PROP_BLOOM_FPP_COLUMN, PROP_COMPRESSION_CODEC,

@@ -293,7 +293,7 @@ impl KeyIndex {
     /// The footer of `task`'s file (kept on the handle, shared with scans) and the bloom filter
     /// of every row group on the column with field id `field_id` (by name `key` in a file
     /// written without field ids).
-    async fn read(
+    pub(crate) async fn read(
         catalog: &Catalog,
         task: &FileScanTask,
         field_id: i32,
@@ -433,11 +433,17 @@ async fn prune(
     key: &str,
     probes: &[KeyProbe],
 ) -> iceberg::Result<Pruned> {
-    let slot = format!("{}\u{0}key index {field_id} {key}", task.data_file_path);
+    let slot = key_index_slot(&task.data_file_path, field_id, key);
     let ix = catalog
         .key_index_cached(&slot, || KeyIndex::read(catalog, &task, field_id, key))
         .await?;
     Ok(cut(task, &ix, probes))
+}
+
+/// Where the key index of the data file at `path` on the column with field id `field_id` (named
+/// `key`) is kept on the catalog handle: beside the file's footer, under its path.
+pub(crate) fn key_index_slot(path: &str, field_id: i32, key: &str) -> String {
+    format!("{path}\u{0}key index {field_id} {key}")
 }
 
 /// Which row groups may hold a key: those without a filter, and those whose filter answers

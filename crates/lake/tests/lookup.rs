@@ -456,3 +456,77 @@ async fn a_dictionary_only_where_it_makes_the_file_smaller() {
         assert_eq!(grp_sum, (0..n).map(|i| i % 97).sum::<i64>(), "{name}");
     }
 }
+
+/// A new handle on a lake (a new process, say) that warms a table first finds everything a
+/// lookup reads of the table's history already kept: the lookup parses no manifest, footer or
+/// filter of its own, and answers as a handle that warmed nothing.
+#[tokio::test]
+async fn a_warmed_handle_looks_up_without_parsing_anything_more() {
+    let store: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let open = || Catalog::open_store(store.clone(), "memory:///catalog", "memory:///warehouse");
+    let writer = open();
+    let change = writer
+        .stage_create_table_with_properties("silver.orders", &schema(), &[], &bloom_props(100))
+        .await
+        .unwrap();
+    writer
+        .commit(vec![change], "create-table", "create", BTreeMap::new())
+        .await
+        .unwrap();
+    for f in 0..5 {
+        writer
+            .append(
+                "silver.orders",
+                "audit",
+                &[rows(f * 1_000..(f + 1) * 1_000)],
+                BTreeMap::new(),
+            )
+            .await
+            .unwrap();
+    }
+    let keys = vec![id(7), id(2_345), id(4_999), "ord-never-written".to_string()];
+
+    let cold = open();
+    let (parsed_before, _) = cold.parsed_file_counts();
+    let unwarmed = look_up(&cold, &keys, None).await;
+    let (parsed_cold, _) = cold.parsed_file_counts();
+    assert!(
+        parsed_cold >= parsed_before + 5,
+        "a cold lookup parses each file's key index ({parsed_before} -> {parsed_cold})"
+    );
+
+    let warm = open();
+    let warmed = warm
+        .warm(&["silver.orders", "silver.not_there"], "audit")
+        .await
+        .unwrap();
+    assert_eq!(
+        warmed,
+        lake::Warmed {
+            tables: 1,
+            data_files: 5,
+            key_indexes: 5
+        }
+    );
+    let (parsed_warm, _) = warm.parsed_file_counts();
+    let l = look_up(&warm, &keys, None).await;
+    assert_eq!(
+        warm.parsed_file_counts().0,
+        parsed_warm,
+        "the lookup found every manifest, footer and filter kept"
+    );
+    assert_eq!(found(&l.batches), found(&unwarmed.batches));
+    assert_eq!(l.row_groups_read, unwarmed.row_groups_read);
+    assert_eq!(found(&l.batches).len(), 3);
+
+    // A second warm-up reads nothing again; a table without the branch is warmed at `main`
+    // (never written there: nothing to read).
+    let again = warm.warm(&["silver.orders"], "audit").await.unwrap();
+    assert_eq!(again.key_indexes, 5);
+    assert_eq!(warm.parsed_file_counts().0, parsed_warm);
+    let at_main = warm
+        .warm(&["silver.orders"], "no-such-branch")
+        .await
+        .unwrap();
+    assert_eq!(at_main, lake::Warmed::default());
+}
