@@ -84,7 +84,7 @@ pub use storage::{Stores, local_dir_location};
 pub use table::{At, RefInfo, RefOp, SnapshotInfo, Table};
 pub use types::{Committed, TableChange, TableName};
 pub use verify::{VerifyProblem, VerifyReport};
-pub use warm::Warmed;
+pub use warm::{WarmUp, Warmed};
 pub use work::{WORK_LEASE_MS, WorkMark};
 pub use write::{
     FilePredicate, PROP_BLOOM_COLUMN, PROP_BLOOM_FPP_COLUMN, PROP_COMPRESSION_CODEC,

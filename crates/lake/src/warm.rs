@@ -119,7 +119,64 @@ impl Table {
     }
 }
 
+/// A warm-up running on a thread of its own ([`Catalog::warm_in_background`]). Dropping it
+/// stops the warm-up at its next wait on the store; [`WarmUp::wait`] waits for it instead.
+pub struct WarmUp {
+    _stop: tokio::sync::oneshot::Sender<()>,
+    done: tokio::sync::oneshot::Receiver<Result<Warmed>>,
+}
+
+impl WarmUp {
+    /// What the warm-up went through, once it is over; `None` when it never ran (its thread
+    /// could not be started, or stopped without answering).
+    pub async fn wait(self) -> Option<Result<Warmed>> {
+        let WarmUp { _stop, done } = self;
+        done.await.ok()
+    }
+}
+
 impl Catalog {
+    /// [`Catalog::warm`] on a thread of its own, returning at once. The thread asks for the
+    /// lowest CPU priority there is (Linux's `SCHED_IDLE`; elsewhere it runs as any thread
+    /// does), so the warm-up takes only the time the caller's own work leaves a core idle
+    /// and never slows that work down: started beside a step that needs none of it (a run's
+    /// tap), it reads what later steps will need while that step waits on the disk or keeps
+    /// one core of two busy. On a machine with no idle core it reads little before it is
+    /// dropped, and each step reads what it needs itself, as without it.
+    pub fn warm_in_background(&self, names: &[&str], branch: &str) -> WarmUp {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let catalog = self.clone();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let branch = branch.to_string();
+        // A thread that cannot be started, or a runtime that cannot be built, warms nothing:
+        // every read then reads what it needs itself.
+        let _ = std::thread::Builder::new()
+            .name("lake-warm".into())
+            .spawn(move || {
+                lowest_priority();
+                let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return;
+                };
+                runtime.block_on(async move {
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    tokio::select! {
+                        warmed = catalog.warm(&names, &branch) => {
+                            let _ = done_tx.send(warmed);
+                        }
+                        _ = stop_rx => {}
+                    }
+                });
+            });
+        WarmUp {
+            _stop: stop_tx,
+            done: done_rx,
+        }
+    }
+
     /// [`Table::warm`] of each of `names` as the newest catalog version has it (its metadata
     /// read and kept too), at `branch`, or at `main` for a table without that branch. Names
     /// the catalog does not hold are skipped. Tables are warmed one after another, in the order
@@ -140,5 +197,20 @@ impl Catalog {
             out.add(&table.warm(&at).await?);
         }
         Ok(out)
+    }
+}
+
+/// Put the calling thread at the lowest CPU priority there is: Linux's `SCHED_IDLE`, which
+/// runs it only on a core nothing else wants (the threads it starts inherit it). Best effort:
+/// where that is refused, or elsewhere, the thread keeps the priority it has.
+fn lowest_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: a valid parameter for SCHED_IDLE (priority 0), applied to this thread only
+        // (pid 0 is the calling thread).
+        unsafe {
+            libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+        }
     }
 }

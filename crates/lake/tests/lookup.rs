@@ -519,6 +519,26 @@ async fn a_warmed_handle_looks_up_without_parsing_anything_more() {
     assert_eq!(l.row_groups_read, unwarmed.row_groups_read);
     assert_eq!(found(&l.batches).len(), 3);
 
+    // The same on a thread of its own: waited for, it went through the same files, and a
+    // handle it warmed parses nothing more for the lookup; one dropped at once is stopped, and
+    // the lookup reads what it needs itself.
+    let behind = open();
+    let report = behind
+        .warm_in_background(&["silver.orders"], "audit")
+        .wait()
+        .await
+        .expect("the warm-up ran")
+        .unwrap();
+    assert_eq!(report, warmed);
+    let (parsed_behind, _) = behind.parsed_file_counts();
+    let l = look_up(&behind, &keys, None).await;
+    assert_eq!(behind.parsed_file_counts().0, parsed_behind);
+    assert_eq!(found(&l.batches), found(&unwarmed.batches));
+    let dropped = open();
+    drop(dropped.warm_in_background(&["silver.orders"], "audit"));
+    let l = look_up(&dropped, &keys, None).await;
+    assert_eq!(found(&l.batches), found(&unwarmed.batches));
+
     // A second warm-up reads nothing again; a table without the branch is warmed at `main`
     // (never written there: nothing to read).
     let again = warm.warm(&["silver.orders"], "audit").await.unwrap();
