@@ -23,6 +23,18 @@
 //! gold built from it land together, gold's watermarks naming the silver snapshots of the same
 //! commit.
 //!
+//! ## Reading ahead
+//! A new process knows nothing of the lake: the first step that reads a table parses its
+//! metadata, its manifests and, for a lookup by id, the footer and bloom filters of each of its
+//! data files, which grow with its history. The tap needs none of silver's or gold's, so while
+//! it runs a thread reads theirs ahead into the catalog handle's caches
+//! ([`lake::Catalog::warm_in_background`]: the tables the boil looks rows up in first, then the
+//! rest of silver, then gold) at the lowest CPU priority, on what time the tap leaves a core
+//! idle, and the boil and the finish find it there. It changes no answer: a step that finds
+//! something not yet read reads it itself, and an error is reported by the step that meets
+//! it, never by the read-ahead. A replay rebuilds silver and gold whole and reads nothing
+//! ahead.
+//!
 //! A step that fails stops the run before anything later: a failed error-severity check in the
 //! boil stops it before grading, an error anywhere stops it before the publish. Nothing of a
 //! failed step is committed, and what earlier steps committed is on `audit` only, where the next
@@ -183,6 +195,8 @@ pub async fn run(
     let run_started = std::time::Instant::now();
     // Bad arguments are refused before anything is read or written.
     crate::silver::enabled_parsers(&options.parsers)?;
+    // Dropped when the run returns, which stops it if it is still at work.
+    let _read_ahead = (!options.replay).then(|| ReadAhead::start(catalog));
     // A publish says "gold as of T": the as-of of the lake's publishes never goes back.
     let last = publish::last_published(catalog).await?;
     if let Some(last) = &last
@@ -322,6 +336,35 @@ pub async fn run(
     })
 }
 
+/// The tables a run reads ahead while its tap runs, in the order the boil and the finish first
+/// need them: the two the boil looks rows up in by id, the rest of silver, then gold
+/// (`gold.fct_payments`, looked up by order id, first).
+fn read_ahead_tables() -> Vec<&'static str> {
+    use crate::silver::tables::{ORDERS, PAYMENTS, TABLES};
+    let first = [ORDERS, PAYMENTS];
+    first
+        .into_iter()
+        .chain(TABLES.into_iter().filter(|t| !first.contains(t)))
+        .chain(crate::gold::TABLES)
+        .collect()
+}
+
+/// The read-ahead of a run ([`lake::Catalog::warm_in_background`] of [`read_ahead_tables`] at
+/// `audit`: on a thread of its own, at the lowest CPU priority), stopped when this is dropped.
+/// Its outcome is not waited for: what it did not read in time, the step that needs it reads,
+/// and an error it met, that step meets and reports.
+struct ReadAhead {
+    _warm_up: lake::WarmUp,
+}
+
+impl ReadAhead {
+    fn start(catalog: &Catalog) -> ReadAhead {
+        ReadAhead {
+            _warm_up: catalog.warm_in_background(&read_ahead_tables(), AUDIT_BRANCH),
+        }
+    }
+}
+
 /// True when every layer table's `audit` head is its `main` head: nothing built and unpublished.
 async fn nothing_pending(catalog: &Catalog) -> Result<bool> {
     for (_, _, table) in grade::layer_tables(catalog).await? {
@@ -421,4 +464,32 @@ pub async fn tap_alone(
     .await?;
     work.finish(catalog, report.orphans_kept).await?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every silver and gold table is read ahead once, the ones the boil looks rows up in by
+    /// id first, and nothing of bronze (the tap is writing it).
+    #[test]
+    fn a_run_reads_ahead_every_silver_and_gold_table_once_lookups_first() {
+        let names = read_ahead_tables();
+        assert_eq!(
+            &names[..2],
+            &[
+                crate::silver::tables::ORDERS,
+                crate::silver::tables::PAYMENTS
+            ]
+        );
+        let mut want: Vec<&str> = crate::silver::tables::TABLES
+            .into_iter()
+            .chain(crate::gold::TABLES)
+            .collect();
+        let mut got = names.clone();
+        want.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, want);
+        assert!(names.iter().all(|n| !n.starts_with("bronze.")));
+    }
 }
