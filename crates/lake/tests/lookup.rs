@@ -52,6 +52,12 @@ fn bloom_props(limit: usize) -> BTreeMap<String, String> {
 /// Five appends of 1,000 rows each (five files) to `audit`.
 async fn table(props: &BTreeMap<String, String>) -> Catalog {
     let c = Catalog::in_memory();
+    fill(&c, props).await;
+    c
+}
+
+/// `silver.orders` created in `c` with `props`, then [`table`]'s five appends.
+async fn fill(c: &Catalog, props: &BTreeMap<String, String>) {
     let change = c
         .stage_create_table_with_properties("silver.orders", &schema(), &[], props)
         .await
@@ -69,7 +75,6 @@ async fn table(props: &BTreeMap<String, String>) -> Catalog {
         .await
         .unwrap();
     }
-    c
 }
 
 /// (order_id, lsn) of every row, sorted.
@@ -464,26 +469,7 @@ async fn a_dictionary_only_where_it_makes_the_file_smaller() {
 async fn a_warmed_handle_looks_up_without_parsing_anything_more() {
     let store: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
     let open = || Catalog::open_store(store.clone(), "memory:///catalog", "memory:///warehouse");
-    let writer = open();
-    let change = writer
-        .stage_create_table_with_properties("silver.orders", &schema(), &[], &bloom_props(100))
-        .await
-        .unwrap();
-    writer
-        .commit(vec![change], "create-table", "create", BTreeMap::new())
-        .await
-        .unwrap();
-    for f in 0..5 {
-        writer
-            .append(
-                "silver.orders",
-                "audit",
-                &[rows(f * 1_000..(f + 1) * 1_000)],
-                BTreeMap::new(),
-            )
-            .await
-            .unwrap();
-    }
+    fill(&open(), &bloom_props(100)).await;
     let keys = vec![id(7), id(2_345), id(4_999), "ord-never-written".to_string()];
 
     let cold = open();
