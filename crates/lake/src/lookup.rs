@@ -309,7 +309,7 @@ impl KeyIndex {
     /// The footer of `task`'s file (kept on the handle, shared with scans) and the bloom filter
     /// of every row group on the column with field id `field_id` (by name `key` in a file
     /// written without field ids).
-    pub(crate) async fn read(
+    async fn read(
         catalog: &Catalog,
         task: &FileScanTask,
         field_id: i32,
@@ -449,17 +449,23 @@ async fn prune(
     key: &str,
     probes: &[KeyProbe],
 ) -> iceberg::Result<Pruned> {
-    let slot = key_index_slot(&task.data_file_path, field_id, key);
-    let ix = catalog
-        .key_index_cached(&slot, || KeyIndex::read(catalog, &task, field_id, key))
-        .await?;
+    let ix = key_index(catalog, &task, field_id, key).await?;
     Ok(cut(task, &ix, probes))
 }
 
-/// Where the key index of the data file at `path` on the column with field id `field_id` (named
-/// `key`) is kept on the catalog handle: beside the file's footer, under its path.
-pub(crate) fn key_index_slot(path: &str, field_id: i32, key: &str) -> String {
-    format!("{path}\u{0}key index {field_id} {key}")
+/// The key index of `task`'s file on the column with field id `field_id` (named `key`), as the
+/// catalog handle keeps it (beside the file's footer, under its path), read and kept if it is
+/// not kept yet. What a lookup, and a warm-up ahead of one, reads of a file before any row.
+pub(crate) async fn key_index(
+    catalog: &Catalog,
+    task: &FileScanTask,
+    field_id: i32,
+    key: &str,
+) -> iceberg::Result<Arc<KeyIndex>> {
+    let slot = format!("{}\u{0}key index {field_id} {key}", task.data_file_path);
+    catalog
+        .key_index_cached(&slot, || KeyIndex::read(catalog, task, field_id, key))
+        .await
 }
 
 /// Which row groups may hold a key: those without a filter, and those whose filter answers

@@ -19,7 +19,7 @@ use iceberg::spec::{PrimitiveType, Type};
 
 use crate::catalog::Catalog;
 use crate::error::{LakeError, Result};
-use crate::lookup::{KeyIndex, key_index_slot};
+use crate::lookup::key_index;
 use crate::read::{lookup_parallelism, spawned};
 use crate::table::{At, Table};
 use crate::write::PROP_BLOOM_COLUMN;
@@ -76,14 +76,8 @@ impl Table {
                 let catalog = self.catalog().clone();
                 let ctx = format!("reading ahead the key index of {name} on {key}");
                 async move {
-                    spawned(&ctx.clone(), async move {
-                        let slot = key_index_slot(&task.data_file_path, field_id, &key);
-                        catalog
-                            .key_index_cached(&slot, || {
-                                KeyIndex::read(&catalog, &task, field_id, &key)
-                            })
-                            .await
-                            .map(drop)
+                    spawned(&ctx, async move {
+                        key_index(&catalog, &task, field_id, &key).await.map(drop)
                     })
                     .await?
                     .map_err(|e| LakeError::iceberg(ctx, e))

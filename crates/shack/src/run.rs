@@ -195,8 +195,10 @@ pub async fn run(
     let run_started = std::time::Instant::now();
     // Bad arguments are refused before anything is read or written.
     crate::silver::enabled_parsers(&options.parsers)?;
-    // Dropped when the run returns, which stops it if it is still at work.
-    let _read_ahead = (!options.replay).then(|| ReadAhead::start(catalog));
+    // Silver's and gold's history read ahead while the tap runs (see "Reading ahead"): not
+    // waited for, and dropped when the run returns, which stops it if it is still at work.
+    let _read_ahead =
+        (!options.replay).then(|| catalog.warm_in_background(&read_ahead_tables(), AUDIT_BRANCH));
     // A publish says "gold as of T": the as-of of the lake's publishes never goes back.
     let last = publish::last_published(catalog).await?;
     if let Some(last) = &last
@@ -347,22 +349,6 @@ fn read_ahead_tables() -> Vec<&'static str> {
         .chain(TABLES.into_iter().filter(|t| !first.contains(t)))
         .chain(crate::gold::TABLES)
         .collect()
-}
-
-/// The read-ahead of a run ([`lake::Catalog::warm_in_background`] of [`read_ahead_tables`] at
-/// `audit`: on a thread of its own, at the lowest CPU priority), stopped when this is dropped.
-/// Its outcome is not waited for: what it did not read in time, the step that needs it reads,
-/// and an error it met, that step meets and reports.
-struct ReadAhead {
-    _warm_up: lake::WarmUp,
-}
-
-impl ReadAhead {
-    fn start(catalog: &Catalog) -> ReadAhead {
-        ReadAhead {
-            _warm_up: catalog.warm_in_background(&read_ahead_tables(), AUDIT_BRANCH),
-        }
-    }
 }
 
 /// True when every layer table's `audit` head is its `main` head: nothing built and unpublished.
