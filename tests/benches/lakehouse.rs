@@ -17,7 +17,7 @@
 //! runs in a child process (this program again, with a hidden sub-command) that reports its
 //! wall time and its peak memory (VmHWM). Late-season against early-season daily runs are also
 //! measured as a scheduler meets them: a fresh process each, on lakes built through the morning
-//! before, early and late taking turns.
+//! before, early and late taking turns, each week twice on lakes built anew.
 //!
 //! Every figure is printed with min / median / max over its samples and, where a peer did the
 //! same work in the same run, the peer's figures and the ratio (peer ÷ lake: above 1 means the
@@ -1834,22 +1834,29 @@ fn part2(
                 .ok_or_else(|| anyhow!("no morning after the first on or after {day}"))
         };
         let (e0, l0) = (first_morning(early_days.0)?, first_morning(late_days.0)?);
-        let turns = if args.quick { 3 } else { 7 };
-        for (name, through) in [("lake-early", e0 - 1), ("lake-late", l0 - 1)] {
-            let dir = fresh_dir(lake_in(name))?;
-            run_child(json!({"task": "season", "root": root,
-                "catalog": dir.join("catalog"), "tables": dir.join("tables"),
-                "through_morning": through}))?;
-        }
+        // Each week is run twice, each time on lakes built anew (a run changes its lake, so a
+        // day is run again on a new one): one run a day put a spread of about ±0.15 on the
+        // ratio of the medians between bench runs on one machine; twice the runs narrow it.
+        let (turns, rounds) = if args.quick { (3, 1) } else { (7, 2) };
         let run_on = |name: &str, morning: usize| {
             let dir = lake_in(name);
             json!({"task": "run", "root": root, "catalog": dir.join("catalog"),
                    "tables": dir.join("tables"), "morning": morning, "replay": false})
         };
         let (mut fresh_early, mut fresh_late) = (Vec::new(), Vec::new());
-        for i in 0..turns {
-            fresh_early.push(run_child(run_on("lake-early", e0 + i))?);
-            fresh_late.push(run_child(run_on("lake-late", l0 + i))?);
+        for round in 1..=rounds {
+            let (early_lake, late_lake) =
+                (format!("lake-early-{round}"), format!("lake-late-{round}"));
+            for (name, through) in [(&early_lake, e0 - 1), (&late_lake, l0 - 1)] {
+                let dir = fresh_dir(lake_in(name))?;
+                run_child(json!({"task": "season", "root": root,
+                    "catalog": dir.join("catalog"), "tables": dir.join("tables"),
+                    "through_morning": through}))?;
+            }
+            for i in 0..turns {
+                fresh_early.push(run_child(run_on(&early_lake, e0 + i))?);
+                fresh_late.push(run_child(run_on(&late_lake, l0 + i))?);
+            }
         }
         let ratio_row = |label: &str, early_runs: &[Value], late_runs: &[Value]| {
             let early = col(early_runs, &|r| num(r, "seconds"));
@@ -1873,8 +1880,14 @@ fn part2(
             )
             .note(note)
         };
-        let fresh =
-            |days: (&str, &str, &str)| format!("{}, a fresh process each, taking turns", days.2);
+        let fresh = |days: (&str, &str, &str)| {
+            let times = if rounds > 1 {
+                format!(" {rounds} times, each on a lake built anew")
+            } else {
+                String::new()
+            };
+            format!("{}{times}, a fresh process each, taking turns", days.2)
+        };
         rows_out.push(runs_row(
             "  early-season daily run",
             &fresh_early,
