@@ -1881,10 +1881,10 @@ fn part2(
             .note(note)
         };
         let fresh = |days: (&str, &str, &str)| {
-            let times = if rounds > 1 {
-                format!(" {rounds} times, each on a lake built anew")
-            } else {
-                String::new()
+            let times = match rounds {
+                1 => String::new(),
+                2 => " twice, each time on a lake built anew".to_string(),
+                n => format!(" {n} times, each time on a lake built anew"),
             };
             format!("{}{times}, a fresh process each, taking turns", days.2)
         };
