@@ -2020,18 +2020,30 @@ fn main() -> std::process::ExitCode {
 
 fn bench(raw: &[String]) -> Result<bool> {
     let args = parse_args(raw)?;
-    let (machine_text, machine_json) = machine();
-    let tmp;
+    let (mut machine_text, mut machine_json) = machine();
+    let marker = target_dir().join("bench/last-folder-deleted");
+    let since_deletion = previous_deletion(&marker);
+    if let Some(s) = since_deletion {
+        machine_text.push_str(&format!(
+            "; a bench run deleted its working folder {s} s before this one started (on ext4, \
+             files created within minutes of many deletions cost more: leave six minutes \
+             between runs)"
+        ));
+    }
+    machine_json["previous_folder_deleted_s_before"] = json!(since_deletion);
+    let mut tmp = None;
     let work = match &args.dir {
         Some(d) => {
             std::fs::create_dir_all(d)?;
             d.clone()
         }
         None => {
-            tmp = tempfile::Builder::new()
+            let t = tempfile::Builder::new()
                 .prefix("lakehouse-bench")
                 .tempdir()?;
-            tmp.path().to_path_buf()
+            let path = t.path().to_path_buf();
+            tmp = Some(t);
+            path
         }
     };
     eprintln!("machine: {machine_text}");
@@ -2087,5 +2099,31 @@ fn bench(raw: &[String]) -> Result<bool> {
     });
     std::fs::write(&json_path, serde_json::to_vec_pretty(&doc)?)?;
     println!("figures as JSON: {}", json_path.display());
+    if let Some(t) = tmp {
+        t.close()?;
+        // When, so that a run started soon after can say so (see `previous_deletion`).
+        if let Some(parent) = marker.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&marker, unix_now().to_string())?;
+    }
     Ok(checks.failed.is_empty())
+}
+
+/// Seconds since the Unix epoch, by the wall clock (only to compare two runs' times).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// How many seconds ago a bench run deleted its working folder, when under six minutes (what
+/// `marker` recorded). A run's lakes are thousands of files; on ext4 the kernel avoids reusing
+/// a deleted file's inode for a while and each file created meanwhile scans past them, so a
+/// run started straight after another pays on every file it writes (the README's "runs back to
+/// back"). The machine line says so rather than leave such a run's figures unexplained.
+fn previous_deletion(marker: &Path) -> Option<u64> {
+    let then: u64 = std::fs::read_to_string(marker).ok()?.trim().parse().ok()?;
+    let ago = unix_now().checked_sub(then)?;
+    (ago < 360).then_some(ago)
 }
