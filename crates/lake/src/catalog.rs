@@ -23,7 +23,7 @@ use url::Url;
 use crate::error::{LakeError, Result};
 use crate::storage::{self, Stores};
 use crate::table::Table;
-use crate::types::{RefMap, TableName, refs_of};
+use crate::types::{RefMap, TableName, refs_and_snapshots_of, refs_of};
 use futures::{StreamExt, TryStreamExt};
 
 /// For `verify`: the hash the chain records ([`Catalog::version_bytes`] gives the bytes).
@@ -435,7 +435,11 @@ impl Catalog {
                 .ok_or_else(|| bad("file does not exist".into()))?;
             let md =
                 serde_json::from_slice::<TableMetadata>(&bytes).map_err(|e| bad(e.to_string()))?;
-            let refs = refs_of(&bytes).map_err(|e| bad(e.to_string()))?;
+            let (refs, snapshots) =
+                refs_and_snapshots_of(&bytes).map_err(|e| bad(e.to_string()))?;
+            // The next commit of this table copies each snapshot's JSON from the file instead
+            // of writing it again (see `metadata_json`).
+            self.inner.snapshot_json.keep_read(&md, &snapshots);
             Ok((md, refs, bytes.len() as u64))
         })
         .await

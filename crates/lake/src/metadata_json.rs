@@ -42,6 +42,45 @@ impl SnapshotJson {
         let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         tables.entry(uuid).or_default().clone()
     }
+
+    /// Keep the JSON of `md`'s snapshots as read from the file `md` was parsed from
+    /// (`snapshots`, each as it stands there), so a handle's first commit of a table it read
+    /// copies them as a later commit copies what the handle wrote. A snapshot's JSON names its
+    /// own id; one whose id `md` does not hold, or which cannot be read, is left out (the
+    /// commit writes that snapshot itself). Format v2 only, as [`to_vec`] copies only there.
+    pub(crate) fn keep_read(&self, md: &TableMetadata, snapshots: &[&RawValue]) {
+        if md.format_version() != FormatVersion::V2 || snapshots.is_empty() {
+            return;
+        }
+        let table = self.table(md.uuid());
+        let mut written = table.lock().unwrap_or_else(|p| p.into_inner());
+        for raw in snapshots {
+            let Some(snap) = snapshot_id(raw).and_then(|id| md.snapshot_by_id(id)) else {
+                continue;
+            };
+            written
+                .entry(snap.snapshot_id())
+                .or_insert_with(|| (snap.clone(), (*raw).to_owned()));
+        }
+    }
+}
+
+/// The `snapshot-id` of a snapshot's JSON: read straight off the front where it comes first
+/// (as every writer of format v2 we know puts it), else by parsing the object.
+fn snapshot_id(raw: &RawValue) -> Option<i64> {
+    const FRONT: &str = "{\"snapshot-id\":";
+    if let Some(rest) = raw.get().strip_prefix(FRONT) {
+        let end = rest.find([',', '}']).unwrap_or(rest.len());
+        if let Ok(id) = rest[..end].parse::<i64>() {
+            return Some(id);
+        }
+    }
+    #[derive(serde::Deserialize)]
+    struct Id {
+        #[serde(rename = "snapshot-id")]
+        id: i64,
+    }
+    serde_json::from_str::<Id>(raw.get()).ok().map(|i| i.id)
 }
 
 /// The JSON of `md`. `refs`, when given, must be `md`'s refs: lake's writers pass the refs they
@@ -375,6 +414,81 @@ mod tests {
         let other = rich();
         assert_ne!(other.uuid(), md.uuid());
         assert_eq!(written(&other), [1, 2, 3].into());
+    }
+
+    /// Snapshot JSON kept from the file a metadata was read from is what the first commit
+    /// copies: the metadata written is the same as iceberg-rust's, and a snapshot's JSON is
+    /// the file's own (here spaced as iceberg-rust would not space it, to tell them apart).
+    /// A snapshot the file lists under an id the metadata does not hold, or that cannot be
+    /// read, is not kept; one whose id comes later in its object is found all the same.
+    #[test]
+    fn snapshot_json_read_from_the_file_is_copied_by_the_first_commit() {
+        let md = rich();
+        let mut json: serde_json::Value = serde_json::to_value(&md).unwrap();
+        let snapshots = json["snapshots"].as_array().unwrap().clone();
+        let spaced = |snap: &serde_json::Value| serde_json::to_string_pretty(snap).unwrap();
+        let mut raws: Vec<String> = snapshots.iter().map(spaced).collect();
+        // Snapshot 2's id after its other fields (a writer that orders them otherwise).
+        let two = raws
+            .iter_mut()
+            .find(|r| r.contains("\"snapshot-id\": 2"))
+            .unwrap();
+        let mut reordered = serde_json::Map::new();
+        let obj = serde_json::from_str::<serde_json::Value>(two).unwrap();
+        for (k, v) in obj.as_object().unwrap() {
+            if k != "snapshot-id" {
+                reordered.insert(k.clone(), v.clone());
+            }
+        }
+        let mut tail = serde_json::to_string(&reordered).unwrap();
+        tail.truncate(tail.len() - 1);
+        *two = format!("{tail},\"snapshot-id\":2}}");
+        // A snapshot the metadata does not hold, and one without an id.
+        raws.push(r#"{"snapshot-id":77,"summary":{"operation":"append"}}"#.to_string());
+        raws.push(r#"{"summary":{"operation":"append"}}"#.to_string());
+        let parsed_raws: Vec<Box<RawValue>> = raws
+            .iter()
+            .map(|r| RawValue::from_string(r.clone()).unwrap())
+            .collect();
+        let borrowed: Vec<&RawValue> = parsed_raws.iter().map(|r| r.as_ref()).collect();
+        json["snapshots"] = serde_json::Value::Array(snapshots);
+        let read: TableMetadata = serde_json::from_value(json).unwrap();
+
+        let kept = SnapshotJson::default();
+        kept.keep_read(&read, &borrowed);
+        let ids: std::collections::BTreeSet<i64> = kept
+            .table(read.uuid())
+            .lock()
+            .unwrap()
+            .keys()
+            .copied()
+            .collect();
+        assert_eq!(ids, [1, 2, 3].into());
+        let ours = to_vec(&read, Some(&ref_map(&read)), &kept).unwrap();
+        let text = String::from_utf8(ours.clone()).unwrap();
+        for raw in &raws[..3] {
+            assert!(text.contains(raw.as_str()), "not copied: {raw}");
+        }
+        let value = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
+        assert_eq!(value(&ours), value(&serde_json::to_vec(&read).unwrap()));
+        let back: TableMetadata = serde_json::from_slice(&ours).unwrap();
+        assert_eq!(back, read);
+        // Another metadata's snapshots are not taken for these.
+        let other = rich();
+        let ours = to_vec(&other, Some(&ref_map(&other)), &kept).unwrap();
+        assert!(!String::from_utf8(ours).unwrap().contains(raws[0].as_str()));
+    }
+
+    #[test]
+    fn a_snapshot_id_is_read_off_the_front_or_by_parsing() {
+        let id = |s: &str| snapshot_id(&RawValue::from_string(s.to_string()).unwrap());
+        assert_eq!(id(r#"{"snapshot-id":-5,"x":1}"#), Some(-5));
+        assert_eq!(id(r#"{"snapshot-id":9223372036854775807}"#), Some(i64::MAX));
+        assert_eq!(id(r#"{ "snapshot-id" : 12 }"#), Some(12));
+        assert_eq!(id(r#"{"x":{"snapshot-id":1},"snapshot-id":3}"#), Some(3));
+        assert_eq!(id(r#"{"snapshot-id":"3"}"#), None);
+        assert_eq!(id(r#"{"snapshot-id":99999999999999999999}"#), None);
+        assert_eq!(id(r#"{"x":1}"#), None);
     }
 
     #[test]

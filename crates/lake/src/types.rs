@@ -216,12 +216,22 @@ pub(crate) fn ref_map(md: &TableMetadata) -> RefMap {
 /// retention settings. As iceberg reads them: the `refs` map, and `main` at
 /// `current-snapshot-id` when the map has no `main`.
 pub(crate) fn refs_of(metadata_json: &[u8]) -> serde_json::Result<RefMap> {
+    Ok(refs_and_snapshots_of(metadata_json)?.0)
+}
+
+/// [`refs_of`], and the JSON of each of the metadata's snapshots as it stands in the file, in
+/// the file's order: one pass over the bytes for both.
+pub(crate) fn refs_and_snapshots_of(
+    metadata_json: &[u8],
+) -> serde_json::Result<(RefMap, Vec<&serde_json::value::RawValue>)> {
     #[derive(serde::Deserialize)]
-    struct Refs {
+    struct Refs<'a> {
         #[serde(default)]
         refs: BTreeMap<String, SnapshotReference>,
         #[serde(rename = "current-snapshot-id", default)]
         current_snapshot_id: Option<i64>,
+        #[serde(borrow, default)]
+        snapshots: Vec<&'a serde_json::value::RawValue>,
     }
     let parsed: Refs = serde_json::from_slice(metadata_json)?;
     let mut out = RefMap::new();
@@ -231,7 +241,7 @@ pub(crate) fn refs_of(metadata_json: &[u8]) -> serde_json::Result<RefMap> {
     if let Some(id) = parsed.current_snapshot_id.filter(|id| *id != -1) {
         out.entry(MAIN_BRANCH.to_string()).or_insert((true, id));
     }
-    Ok(out)
+    Ok((out, parsed.snapshots))
 }
 
 /// What a change does to one table in a catalog commit.
