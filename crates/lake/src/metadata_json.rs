@@ -12,9 +12,10 @@
 //! A snapshot never changes once committed, and a table's metadata carries every snapshot a
 //! ref or tag keeps: writing each one's JSON again on every commit (its summary most of all)
 //! was most of what was left of writing metadata. A [`SnapshotJson`] on the catalog handle
-//! keeps each snapshot's JSON as it was written, with the snapshot it was written from; the
-//! next commit of the table copies it when the snapshot is the same (the same shared snapshot,
-//! or one equal to it), and writes it again when not.
+//! keeps each snapshot's JSON as it was written, with the snapshot it was written from, and as
+//! it stood in a metadata file the handle read (so a new process's first commit of a table
+//! copies too); the next commit of the table copies it when the snapshot is the same (the same
+//! shared snapshot, or one equal to it), and writes it again when not.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,9 +27,10 @@ use serde_json::value::RawValue;
 
 use crate::types::RefMap;
 
-/// The JSON of each snapshot a commit wrote, by table (its uuid) and snapshot id, with the
-/// snapshot it was written from. Each commit of a table keeps only the snapshots its metadata
-/// still holds, so what is kept is about the size of the metadata the handle keeps anyway.
+/// The JSON of each snapshot a commit wrote or a metadata read held, by table (its uuid) and
+/// snapshot id, with the snapshot it stands for. Each commit of a table keeps only the
+/// snapshots its metadata still holds, so what is kept is about the size of the metadata the
+/// handle keeps anyway (a table only ever read keeps what its reads held until it is written).
 #[derive(Default)]
 pub(crate) struct SnapshotJson {
     tables: Mutex<HashMap<uuid::Uuid, Arc<Mutex<Written>>>>,
